@@ -1,0 +1,265 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/configmap-attacher/configmap-attacher/internal/core"
+	"github.com/configmap-attacher/configmap-attacher/internal/kube"
+)
+
+func init() { register(newAttachCommand) }
+
+// AttachOptions are the flags of `configmap-attacher attach` and of the legacy
+// one-shot Job form.
+type AttachOptions struct {
+	Rollout, Deployment, ReplicaSet string
+	Namespace                       string
+	ConfigMaps, Secrets             string
+	Kubeconfig, Context             string
+	InCluster                       bool
+	Timeout                         time.Duration
+	Interval                        time.Duration
+	Output                          string
+	DryRun                          bool
+	Discover                        bool
+	Selector                        string
+	IncludeSecrets                  bool
+	BlockOwnerDeletion              bool
+	LogLevel, LogFormat             string
+
+	// legacy marks the old Job's form: only the listed names are attached.
+	legacy bool
+}
+
+// DefaultAttachOptions returns the defaults shared by both forms.
+func DefaultAttachOptions() AttachOptions {
+	return AttachOptions{Timeout: 5 * time.Minute, Interval: time.Second, Output: "text", Discover: true,
+		Selector: core.DefaultSelector, LogLevel: "info", LogFormat: "text"}
+}
+
+// AddFlags binds the options to a flag set.
+func (o *AttachOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Rollout, "rollout", o.Rollout, "Argo Rollout whose current ReplicaSet becomes the owner")
+	fs.StringVar(&o.Deployment, "deployment", o.Deployment, "Deployment whose current ReplicaSet becomes the owner")
+	fs.StringVar(&o.ReplicaSet, "replicaset", o.ReplicaSet, "ReplicaSet that becomes the owner")
+	fs.StringVarP(&o.Namespace, "namespace", "n", o.Namespace, "namespace of the workload (default: the kubeconfig context's)")
+	fs.StringVar(&o.ConfigMaps, "configmaps", o.ConfigMaps, "comma list of ConfigMap names to attach (need no opt-in label)")
+	fs.StringVar(&o.Secrets, "secrets", o.Secrets, "comma list of Secret names to attach (implies --include-secrets)")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig file (default $KUBECONFIG or ~/.kube/config, then in-cluster)")
+	fs.StringVar(&o.Context, "context", o.Context, "kubeconfig context")
+	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "how long to wait for the workload's current ReplicaSet")
+	fs.StringVarP(&o.Output, "output", "o", o.Output, "output format: text or json")
+	fs.BoolVar(&o.DryRun, "dry-run", o.DryRun, "report what would be attached, write nothing")
+	fs.BoolVar(&o.Discover, "discover", o.Discover, "also attach opted-in objects the pod template references")
+	fs.StringVar(&o.Selector, "selector", o.Selector, "label selector a discovered object must match")
+	fs.BoolVar(&o.IncludeSecrets, "include-secrets", o.IncludeSecrets, "also attach opted-in Secrets")
+	fs.BoolVar(&o.BlockOwnerDeletion, "block-owner-deletion", o.BlockOwnerDeletion, "set blockOwnerDeletion (needs delete rights on ReplicaSets/finalizers)")
+	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "log level: debug, info, warn, error")
+	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "log format: text or json")
+}
+
+// Validate checks the options and returns the workload kind and name to resolve.
+func (o *AttachOptions) Validate() (kind, name string, opts core.Options, err error) {
+	set := 0
+	for _, c := range []struct{ k, v string }{{core.RolloutKind, o.Rollout}, {"Deployment", o.Deployment}, {"ReplicaSet", o.ReplicaSet}} {
+		if c.v != "" {
+			set++
+			kind, name = c.k, c.v
+		}
+	}
+	if set != 1 {
+		return "", "", opts, usagef("exactly one of --rollout, --deployment or --replicaset is required")
+	}
+	if err := core.ValidateName(name); err != nil {
+		return "", "", opts, usagef("%s name: %v", strings.ToLower(kind), err)
+	}
+	if o.Output != "text" && o.Output != "json" {
+		return "", "", opts, usagef("--output %q: want text or json", o.Output)
+	}
+	if o.Timeout <= 0 {
+		return "", "", opts, usagef("--timeout must be positive")
+	}
+	spec := map[string]string{
+		core.SpecConfigMaps: o.ConfigMaps, core.SpecSecrets: o.Secrets, core.SpecSelector: o.Selector,
+		core.SpecDiscover: fmt.Sprint(o.Discover), core.SpecDryRun: fmt.Sprint(o.DryRun),
+		core.SpecIncludeSecrets: fmt.Sprint(o.IncludeSecrets || o.Secrets != ""),
+	}
+	opts, err = core.ParseSpec(spec)
+	if err != nil {
+		var fe *core.FieldError
+		if errors.As(err, &fe) {
+			return "", "", opts, usagef("--%s: %s", flagName(fe.Field), fe.Msg)
+		}
+		return "", "", opts, usageError{err}
+	}
+	if o.legacy && opts.ConfigMaps == nil {
+		return "", "", opts, usagef("-configmaps is required")
+	}
+	return kind, name, opts, nil
+}
+
+func flagName(specKey string) string {
+	switch specKey {
+	case core.SpecConfigMaps:
+		return "configmaps"
+	case core.SpecIncludeSecrets:
+		return "include-secrets"
+	}
+	return specKey
+}
+
+func newAttachCommand(s *Streams) *cobra.Command {
+	o := DefaultAttachOptions()
+	cmd := &cobra.Command{
+		Use:   "attach (--rollout R | --deployment D | --replicaset RS) [-n NAMESPACE] [--configmaps a,b]",
+		Short: "Attach config revisions to a workload's current ReplicaSet, once",
+		Long: `attach waits (bounded by --timeout) for the workload's current ReplicaSet, then adds
+it as an owner of every listed ConfigMap/Secret and every opted-in one its pod
+template references. Existing owners are kept.
+
+Exit codes: 0 success, 1 failure (one-line reason on stderr), 2 usage error.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return o.Run(cmd.Context(), s)
+		},
+	}
+	o.AddFlags(cmd.Flags())
+	return cmd
+}
+
+// runLegacy parses the old Job's single-dash arguments and its environment
+// (VERSION, JOB_NAME, LOG_LEVEL, IS_IN_CLUSTER) and runs attach with them.
+func runLegacy(ctx context.Context, args []string, s *Streams) error {
+	o := DefaultAttachOptions()
+	o.legacy = true
+	o.Discover = false // the old Job attached exactly the listed ConfigMaps
+	o.LogLevel = envOr("LOG_LEVEL", o.LogLevel)
+	o.InCluster = strings.EqualFold(envOr("IS_IN_CLUSTER", "false"), "true")
+	fs := flag.NewFlagSet("configmap-attacher", flag.ContinueOnError)
+	fs.SetOutput(s.Err)
+	fs.StringVar(&o.Rollout, "rollout", "", "Argo Rollout whose current ReplicaSet becomes the owner")
+	fs.StringVar(&o.Namespace, "namespace", "", "namespace of the Rollout")
+	fs.StringVar(&o.ConfigMaps, "configmaps", "", "comma list of ConfigMap names to attach")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file (when IS_IN_CLUSTER is not true)")
+	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "how long to wait for the Rollout's current ReplicaSet")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q", fs.Arg(0))
+	}
+	if o.Namespace == "" {
+		return usagef("-namespace is required")
+	}
+	return o.Run(ctx, s)
+}
+
+// Run resolves the workload's current ReplicaSet and attaches. It returns a usage error
+// for bad options and a one-line error for failures.
+func (o *AttachOptions) Run(ctx context.Context, s *Streams) error {
+	kind, name, opts, err := o.Validate()
+	if err != nil {
+		return err
+	}
+	log, err := NewLogger(s.Err, o.LogLevel, o.LogFormat)
+	if err != nil {
+		return err
+	}
+	if job := envOr("JOB_NAME", ""); job != "" || envOr("VERSION", "") != "" {
+		log = log.With("job", job, "jobVersion", envOr("VERSION", ""))
+	}
+	cfg, err := kube.RESTConfig(kube.ConfigOptions{Kubeconfig: o.Kubeconfig, Context: o.Context, InCluster: o.InCluster})
+	if err != nil {
+		return err
+	}
+	ns := o.Namespace
+	if ns == "" {
+		ns, err = contextNamespace(o)
+		if err != nil {
+			return err
+		}
+	}
+	clients, err := kube.NewClients(cfg)
+	if err != nil {
+		return err
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	log.Info("waiting for the current ReplicaSet", "kind", kind, "namespace", ns, "name", name, "timeout", o.Timeout)
+	rs, err := core.WaitForCurrentReplicaSet(waitCtx, clients.Kube, clients.Dynamic, kind, ns, name, o.Interval)
+	if err != nil {
+		return fmt.Errorf("%s %s/%s: %w", kind, ns, name, err)
+	}
+
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: clients.Kube.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "configmap-attacher"})
+
+	att, err := core.NewAttacher(core.Config{
+		Client: clients.Kube, Reader: core.LiveReader{Client: clients.Kube, Dynamic: clients.Dynamic, Metadata: clients.Metadata},
+		Recorder: recorder, BlockOwnerDeletion: o.BlockOwnerDeletion, AllowSecrets: opts.IncludeSecrets, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	res, attachErr := att.Attach(ctx, core.Event{Namespace: ns, Name: rs.Name, UID: rs.UID, Options: opts})
+	if err := printResult(s.Out, o.Output, &res); err != nil {
+		return err
+	}
+	if attachErr != nil {
+		return attachErr
+	}
+	if o.legacy {
+		// The old Job failed when a listed ConfigMap did not exist; keep that contract.
+		for _, or := range res.Objects {
+			if or.Outcome == core.OutcomeMissing {
+				return fmt.Errorf("ConfigMap %s/%s not found", ns, or.Name)
+			}
+		}
+	}
+	log.Info("done", "summary", res.Summary())
+	return nil
+}
+
+func contextNamespace(o *AttachOptions) (string, error) {
+	ns, err := kube.ContextNamespace(kube.ConfigOptions{Kubeconfig: o.Kubeconfig, Context: o.Context, InCluster: o.InCluster})
+	if err != nil {
+		return "", err
+	}
+	return ns, nil
+}
+
+func printResult(w io.Writer, format string, res *core.Result) error {
+	if format == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	fmt.Fprintln(w, res.Summary())
+	for _, or := range res.Objects {
+		line := fmt.Sprintf("  %-9s %-40s %s", or.Kind, or.Name, or.Outcome)
+		if or.Reason != "" {
+			line += " (" + or.Reason + ")"
+		}
+		fmt.Fprintln(w, line)
+	}
+	return nil
+}

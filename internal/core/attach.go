@@ -1,0 +1,575 @@
+package core
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Event is the domain event every ingress path decodes into: "ReplicaSet
+// Namespace/Name (UID) appeared in Cluster; attach its config revisions".
+type Event struct {
+	// Cluster is the registered cluster name; empty means the default cluster.
+	Cluster string
+	// Namespace and Name identify the ReplicaSet.
+	Namespace string
+	Name      string
+	// UID is the ReplicaSet UID the event carried, if any. When set, the live
+	// ReplicaSet must have this UID (safety rule 1).
+	UID types.UID
+	// Options are the per-event settings (trigger spec or CLI flags).
+	Options Options
+}
+
+// Validate checks the event's identifiers without touching the cluster. It returns a
+// *FieldError (ErrInvalid) naming the bad field.
+func (e Event) Validate() error {
+	if e.Namespace == "" {
+		return Invalidf("namespace", "ReplicaSet namespace is required")
+	}
+	if errs := validation.IsDNS1123Label(e.Namespace); len(errs) > 0 {
+		return Invalidf("namespace", "%q is not a valid namespace: %s", clip(e.Namespace), strings.Join(errs, "; "))
+	}
+	if e.Name == "" {
+		return Invalidf("name", "ReplicaSet name is required")
+	}
+	if errs := validation.IsDNS1123Subdomain(e.Name); len(errs) > 0 {
+		return Invalidf("name", "%q is not a valid ReplicaSet name: %s", clip(e.Name), strings.Join(errs, "; "))
+	}
+	if len(e.UID) > 128 {
+		return Invalidf("uid", "UID is %d characters long, at most 128 are allowed", len(e.UID))
+	}
+	return nil
+}
+
+// Recorder records Kubernetes Events; record.EventRecorder satisfies it.
+type Recorder interface {
+	Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...interface{})
+}
+
+// Config configures an Attacher for one cluster.
+type Config struct {
+	// Cluster is the name reported in results and logs.
+	Cluster string
+	// Client performs writes and the live confirmation of the owner.
+	Client kubernetes.Interface
+	// Reader serves reads; informer-backed in long-running paths, LiveReader otherwise.
+	Reader Reader
+	// Recorder, when set, receives an Event for every object changed.
+	Recorder Recorder
+	// BlockOwnerDeletion sets blockOwnerDeletion on added ownerReferences. It needs
+	// permission to delete the owner's finalizers subresource, so it is off by default
+	// (DESIGN.md safety rule 3).
+	BlockOwnerDeletion bool
+	// AllowSecrets lets events that set includeSecrets attach Secrets. Off by default:
+	// Secrets are never touched unless enabled here and requested by the event.
+	AllowSecrets bool
+	// Logger receives structured logs; nil means slog.Default().
+	Logger *slog.Logger
+	// Backoff bounds the retries of a conflicting write; zero means DefaultBackoff.
+	Backoff wait.Backoff
+}
+
+// DefaultBackoff is the retry schedule for conflicting writes: 6 tries, 10 ms doubling.
+var DefaultBackoff = wait.Backoff{Steps: 6, Duration: 10 * time.Millisecond, Factor: 2, Jitter: 0.2}
+
+// Attacher adds ReplicaSet ownerReferences to the config revisions they use, in one
+// cluster. It is safe for concurrent use; work on one object is serialised.
+type Attacher struct {
+	cfg   Config
+	log   *slog.Logger
+	locks keyLocks
+}
+
+// NewAttacher returns an Attacher for cfg. Client and Reader are required.
+func NewAttacher(cfg Config) (*Attacher, error) {
+	if cfg.Client == nil || cfg.Reader == nil {
+		return nil, errors.New("core: Config.Client and Config.Reader are required")
+	}
+	if cfg.Backoff.Steps == 0 {
+		cfg.Backoff = DefaultBackoff
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Attacher{cfg: cfg, log: log.With("cluster", cfg.Cluster)}, nil
+}
+
+// Cluster returns the cluster name this Attacher serves.
+func (a *Attacher) Cluster() string { return a.cfg.Cluster }
+
+// Attach resolves the live ReplicaSet of ev and adds it as an owner of every eligible
+// ConfigMap (and, when enabled, Secret) it uses.
+//
+// The returned Result lists every object considered with its outcome. The error is nil
+// when every object ended without OutcomeError. It wraps ErrInvalid or ErrRefused when
+// the event itself is rejected (nothing changed), and ErrUnavailable when the cluster
+// could not be read or some write failed transiently (a retry may succeed; writes made
+// before are idempotent).
+func (a *Attacher) Attach(ctx context.Context, ev Event) (Result, error) {
+	res := Result{Cluster: a.cfg.Cluster, Namespace: ev.Namespace, ReplicaSet: ev.Name, DryRun: ev.Options.DryRun, Objects: []ObjectResult{}}
+	if err := ev.Validate(); err != nil {
+		return res, err
+	}
+	if ev.Options.Namespace != "" && ev.Options.Namespace != ev.Namespace {
+		return res, refusedf("ReplicaSet is in namespace %q, the trigger spec allows only %q", ev.Namespace, ev.Options.Namespace)
+	}
+	if ev.Options.Selector == nil {
+		def := DefaultOptions()
+		ev.Options.Selector = def.Selector
+	}
+
+	rs, err := a.resolveReplicaSet(ctx, ev)
+	if err != nil {
+		return res, err
+	}
+	res.UID = rs.UID
+
+	wl, notes, err := a.resolveWorkload(ctx, rs)
+	if err != nil {
+		return res, err
+	}
+	res.Workload = wl.ref
+	if reason := wl.skipReason(rs); reason != "" {
+		res.Skipped = reason
+		return res, nil
+	}
+
+	refs, extra := collectRefs(rs, wl, ev.Options)
+	res.Objects = append(res.Objects, notes...)
+	res.Objects = append(res.Objects, extra...)
+
+	var pending []pendingWrite
+	for _, ref := range refs {
+		or, meta := a.evaluate(ctx, ev, rs, ref)
+		if or.Outcome == "" {
+			pending = append(pending, pendingWrite{ref: ref, meta: meta, idx: len(res.Objects)})
+		}
+		res.Objects = append(res.Objects, or)
+	}
+	if len(pending) == 0 {
+		return res, res.err()
+	}
+	if ev.Options.DryRun {
+		for _, p := range pending {
+			res.Objects[p.idx].Outcome = OutcomeWouldAttach
+		}
+		return res, res.err()
+	}
+	// Safety rule 2: confirm the owner live right before writing. A revision owned
+	// only by a dead owner would be deleted by the garbage collector at once.
+	live, err := a.confirmLive(ctx, ev, rs)
+	if err != nil {
+		for _, p := range pending {
+			res.Objects[p.idx].Outcome = OutcomeSkipped
+			res.Objects[p.idx].Reason = "not written: " + err.Error()
+		}
+		return res, err
+	}
+	owner := a.ownerReference(live)
+	for _, p := range pending {
+		res.Objects[p.idx] = a.write(ctx, ev, live, owner, p)
+	}
+	return res, res.err()
+}
+
+type pendingWrite struct {
+	ref  Ref
+	meta *metav1.PartialObjectMetadata
+	idx  int
+}
+
+// err summarises object errors: nil if none, wrapping ErrUnavailable if any is transient.
+func (r *Result) err() error {
+	var msgs []string
+	transient := false
+	for _, o := range r.Objects {
+		if o.Outcome == OutcomeError {
+			msgs = append(msgs, fmt.Sprintf("%s %s: %s", o.Kind, o.Name, o.Reason))
+			transient = transient || o.Transient
+		}
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	err := fmt.Errorf("%d object(s) failed: %s", len(msgs), strings.Join(msgs, "; "))
+	if transient {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return err
+}
+
+// resolveReplicaSet applies safety rules 1 and 2 to the (possibly cached) ReplicaSet.
+func (a *Attacher) resolveReplicaSet(ctx context.Context, ev Event) (*appsv1.ReplicaSet, error) {
+	rs, err := a.cfg.Reader.ReplicaSet(ctx, ev.Namespace, ev.Name)
+	if err == nil && ev.UID != "" && rs.UID != ev.UID {
+		// The cache may lag a delete-and-recreate: ask the apiserver before refusing.
+		rs, err = a.cfg.Client.AppsV1().ReplicaSets(ev.Namespace).Get(ctx, ev.Name, metav1.GetOptions{})
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, refusedf("ReplicaSet %s/%s does not exist (deleted, or never created)", ev.Namespace, ev.Name)
+	case err != nil:
+		return nil, unavailable("reading ReplicaSet "+ev.Namespace+"/"+ev.Name, err)
+	}
+	return rs, checkOwner(ev, rs)
+}
+
+// checkOwner refuses a ReplicaSet whose UID differs from the event's or that is being deleted.
+func checkOwner(ev Event, rs *appsv1.ReplicaSet) error {
+	if ev.UID != "" && rs.UID != ev.UID {
+		return refusedf("UID mismatch: the event names ReplicaSet %s/%s with UID %q, the live one has UID %q", rs.Namespace, rs.Name, clip(string(ev.UID)), rs.UID)
+	}
+	if rs.DeletionTimestamp != nil {
+		return refusedf("ReplicaSet %s/%s is being deleted (deletionTimestamp %s)", rs.Namespace, rs.Name, rs.DeletionTimestamp.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+func (a *Attacher) confirmLive(ctx context.Context, ev Event, cached *appsv1.ReplicaSet) (*appsv1.ReplicaSet, error) {
+	live, err := a.cfg.Client.AppsV1().ReplicaSets(cached.Namespace).Get(ctx, cached.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, refusedf("ReplicaSet %s/%s was deleted", cached.Namespace, cached.Name)
+	case err != nil:
+		return nil, unavailable("confirming ReplicaSet "+cached.Namespace+"/"+cached.Name, err)
+	}
+	if live.UID != cached.UID {
+		return nil, refusedf("ReplicaSet %s/%s was replaced (UID %s, now %s)", cached.Namespace, cached.Name, cached.UID, live.UID)
+	}
+	return live, checkOwner(ev, live)
+}
+
+func (a *Attacher) ownerReference(rs *appsv1.ReplicaSet) metav1.OwnerReference {
+	ref := metav1.OwnerReference{
+		APIVersion: "apps/v1",
+		Kind:       "ReplicaSet",
+		Name:       rs.Name,
+		UID:        rs.UID,
+		Controller: ptrTo(false),
+	}
+	if a.cfg.BlockOwnerDeletion {
+		ref.BlockOwnerDeletion = ptrTo(true)
+	}
+	return ref
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// workload is what the core knows of the ReplicaSet's controller.
+type workload struct {
+	ref *WorkloadRef
+	// annotations of the workload and of the workload a Rollout's workloadRef names.
+	annotations []map[string]string
+}
+
+func (w workload) skipReason(rs *appsv1.ReplicaSet) string {
+	if rs.Annotations[AnnotationSkip] == "true" {
+		return "ReplicaSet has " + AnnotationSkip + "=true"
+	}
+	if rs.Spec.Template.Annotations[AnnotationSkip] == "true" {
+		return "pod template has " + AnnotationSkip + "=true"
+	}
+	for _, ann := range w.annotations {
+		if ann[AnnotationSkip] == "true" {
+			return "workload has " + AnnotationSkip + "=true"
+		}
+	}
+	return ""
+}
+
+// resolveWorkload finds the ReplicaSet's controller: an Argo Rollout (and the
+// workload its spec.workloadRef names) or a Deployment. A missing workload is not an
+// error: its annotations simply do not apply.
+func (a *Attacher) resolveWorkload(ctx context.Context, rs *appsv1.ReplicaSet) (workload, []ObjectResult, error) {
+	var w workload
+	ctrl := metav1.GetControllerOf(rs)
+	if ctrl == nil {
+		return w, nil, nil
+	}
+	w.ref = &WorkloadRef{APIVersion: ctrl.APIVersion, Kind: ctrl.Kind, Name: ctrl.Name}
+	group := strings.SplitN(ctrl.APIVersion, "/", 2)[0]
+	switch {
+	case ctrl.Kind == RolloutKind && group == RolloutGroup:
+		ro, err := a.cfg.Reader.Rollout(ctx, rs.Namespace, ctrl.Name)
+		if apierrors.IsNotFound(err) {
+			return w, nil, nil
+		}
+		if err != nil {
+			return w, nil, unavailable("reading Rollout "+rs.Namespace+"/"+ctrl.Name, err)
+		}
+		if ro.GetUID() != ctrl.UID {
+			return w, nil, nil
+		}
+		w.annotations = append(w.annotations, ro.GetAnnotations())
+		kind, _, _ := unstructured.NestedString(ro.Object, "spec", "workloadRef", "kind")
+		name, _, _ := unstructured.NestedString(ro.Object, "spec", "workloadRef", "name")
+		if kind == "Deployment" && name != "" {
+			w.ref.Via = "Deployment/" + name
+			d, err := a.cfg.Reader.Deployment(ctx, rs.Namespace, name)
+			switch {
+			case apierrors.IsNotFound(err):
+			case err != nil:
+				return w, nil, unavailable("reading Deployment "+rs.Namespace+"/"+name, err)
+			default:
+				w.annotations = append(w.annotations, d.Annotations)
+			}
+		}
+	case ctrl.Kind == "Deployment" && group == "apps":
+		d, err := a.cfg.Reader.Deployment(ctx, rs.Namespace, ctrl.Name)
+		if apierrors.IsNotFound(err) {
+			return w, nil, nil
+		}
+		if err != nil {
+			return w, nil, unavailable("reading Deployment "+rs.Namespace+"/"+ctrl.Name, err)
+		}
+		if d.UID == ctrl.UID {
+			w.annotations = append(w.annotations, d.Annotations)
+		}
+	}
+	return w, nil, nil
+}
+
+// collectRefs lists the objects to consider: explicit names from the event options,
+// from annotations (workload, ReplicaSet, pod template), then the pod template's own
+// references when discovery is on. Unusable annotation entries become skipped results.
+func collectRefs(rs *appsv1.ReplicaSet, w workload, o Options) ([]Ref, []ObjectResult) {
+	s := newRefSet()
+	for _, n := range o.ConfigMaps {
+		s.add(KindConfigMap, n, false, true, "spec")
+	}
+	for _, n := range o.Secrets {
+		s.add(KindSecret, n, false, true, "spec")
+	}
+	var bad []ObjectResult
+	annSources := append([]map[string]string{rs.Annotations, rs.Spec.Template.Annotations}, w.annotations...)
+	for _, ann := range annSources {
+		for _, pair := range []struct {
+			key  string
+			kind Kind
+		}{{AnnotationConfigMaps, KindConfigMap}, {AnnotationSecrets, KindSecret}} {
+			v, ok := ann[pair.key]
+			if !ok {
+				continue
+			}
+			for i, raw := range strings.Split(v, ",") {
+				name := strings.TrimSpace(raw)
+				if name == "" {
+					continue
+				}
+				if i >= MaxListedNames {
+					bad = append(bad, ObjectResult{Kind: pair.kind, Name: clip(name), Outcome: OutcomeSkipped,
+						Reason: fmt.Sprintf("annotation %s lists more than %d names", pair.key, MaxListedNames)})
+					break
+				}
+				if err := ValidateName(name); err != nil {
+					bad = append(bad, ObjectResult{Kind: pair.kind, Name: clip(name), Outcome: OutcomeSkipped,
+						Reason: "annotation " + pair.key + ": " + err.Error(), From: []string{"annotation"}})
+					continue
+				}
+				s.add(pair.kind, name, false, true, "annotation")
+			}
+		}
+	}
+	if o.Discover {
+		addPodSpecRefs(s, &rs.Spec.Template.Spec)
+	}
+	return s.list(), bad
+}
+
+// evaluate decides, from the (possibly cached) metadata, whether ref needs a write. It
+// returns a result with an empty Outcome when a write is needed.
+func (a *Attacher) evaluate(ctx context.Context, ev Event, rs *appsv1.ReplicaSet, ref Ref) (ObjectResult, *metav1.PartialObjectMetadata) {
+	or := ObjectResult{Kind: ref.Kind, Name: ref.Name, From: ref.From}
+	if ref.Kind == KindSecret && !(ev.Options.IncludeSecrets && a.cfg.AllowSecrets) {
+		or.Outcome, or.Reason = OutcomeSkipped, "Secrets are not enabled (needs includeSecrets in the event and Secrets allowed in the service)"
+		return or, nil
+	}
+	meta, err := a.cfg.Reader.ObjectMeta(ctx, ref.Kind, rs.Namespace, ref.Name)
+	switch {
+	case apierrors.IsNotFound(err):
+		or.Outcome, or.Reason = OutcomeMissing, "not found"
+		if ref.Optional && !ref.Explicit {
+			or.Outcome, or.Reason = OutcomeMissingOptional, "not found; the reference is optional"
+		}
+		return or, nil
+	case err != nil:
+		or.Outcome, or.Reason, or.Transient = OutcomeError, "reading: "+err.Error(), isTransient(err)
+		return or, nil
+	}
+	return a.eligibility(ev, rs, ref, meta, or), meta
+}
+
+// eligibility applies safety rules 4 and 5 to the object's metadata.
+func (a *Attacher) eligibility(ev Event, rs *appsv1.ReplicaSet, ref Ref, meta *metav1.PartialObjectMetadata, or ObjectResult) ObjectResult {
+	switch {
+	case meta.Namespace != "" && meta.Namespace != rs.Namespace:
+		or.Outcome, or.Reason = OutcomeSkipped, "in another namespace"
+	case meta.Annotations[AnnotationSkip] == "true":
+		or.Outcome, or.Reason = OutcomeSkipped, "has "+AnnotationSkip+"=true"
+	case meta.DeletionTimestamp != nil:
+		or.Outcome, or.Reason = OutcomeSkipped, "is being deleted"
+	case !ref.Explicit && !ev.Options.Selector.Matches(labelSet(meta.Labels)):
+		or.Outcome, or.Reason = OutcomeSkipped, fmt.Sprintf("not opted in: labels do not match %q and the name is not listed", ev.Options.Selector.String())
+	case hasOwner(meta.OwnerReferences, rs.UID):
+		or.Outcome = OutcomeAlreadyAttached
+	}
+	return or
+}
+
+type labelSet map[string]string
+
+func (l labelSet) Has(k string) bool   { _, ok := l[k]; return ok }
+func (l labelSet) Get(k string) string { return l[k] }
+func (l labelSet) Lookup(k string) (string, bool) {
+	v, ok := l[k]
+	return v, ok
+}
+
+func hasOwner(refs []metav1.OwnerReference, uid types.UID) bool {
+	for _, r := range refs {
+		if r.UID == uid {
+			return true
+		}
+	}
+	return false
+}
+
+// write adds owner to the object with a strategic merge patch that touches only
+// metadata.ownerReferences (merge key uid: other owners are kept, safety rules 3 and 6)
+// and carries the object's UID as a precondition, so a deleted-and-recreated object is
+// never written blindly. A conflict re-reads the object live and re-evaluates it.
+func (a *Attacher) write(ctx context.Context, ev Event, rs *appsv1.ReplicaSet, owner metav1.OwnerReference, p pendingWrite) ObjectResult {
+	key := string(p.ref.Kind) + "/" + rs.Namespace + "/" + p.ref.Name
+	unlock := a.locks.lock(key)
+	defer unlock()
+
+	or := ObjectResult{Kind: p.ref.Kind, Name: p.ref.Name, From: p.ref.From}
+	meta := p.meta
+	var lastErr error
+	err := wait.ExponentialBackoffWithContext(ctx, a.cfg.Backoff, func(ctx context.Context) (bool, error) {
+		if meta == nil {
+			m, err := a.getMetaLive(ctx, p.ref.Kind, rs.Namespace, p.ref.Name)
+			if err != nil {
+				return false, err
+			}
+			if e := a.eligibility(ev, rs, p.ref, m, or); e.Outcome != "" {
+				or = e
+				return true, nil
+			}
+			meta = m
+		}
+		patch, err := ownerPatch(meta.UID, owner)
+		if err != nil {
+			return false, err
+		}
+		err = a.patch(ctx, p.ref.Kind, rs.Namespace, p.ref.Name, patch)
+		switch {
+		case err == nil:
+			or.Outcome = OutcomeAttached
+			return true, nil
+		case apierrors.IsConflict(err):
+			lastErr = err
+			meta = nil // re-read and re-evaluate
+			return false, nil
+		}
+		return false, err
+	})
+	switch {
+	case err == nil:
+	case apierrors.IsNotFound(err):
+		or.Outcome, or.Reason = OutcomeMissing, "deleted before the owner could be added"
+		return or
+	case wait.Interrupted(err) && lastErr != nil:
+		or.Outcome, or.Reason, or.Transient = OutcomeError, "still conflicting after retries: "+lastErr.Error(), true
+		return or
+	default:
+		or.Outcome, or.Reason, or.Transient = OutcomeError, "writing: "+err.Error(), isTransient(err)
+		return or
+	}
+	if or.Outcome == OutcomeAttached {
+		a.log.Info("attached", "kind", p.ref.Kind, "namespace", rs.Namespace, "name", p.ref.Name,
+			"replicaSet", rs.Name, "replicaSetUID", rs.UID)
+		a.record(p.ref.Kind, rs, meta)
+	}
+	return or
+}
+
+func (a *Attacher) getMetaLive(ctx context.Context, kind Kind, ns, name string) (*metav1.PartialObjectMetadata, error) {
+	if kind == KindSecret {
+		s, err := a.cfg.Client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return &metav1.PartialObjectMetadata{ObjectMeta: s.ObjectMeta}, nil
+	}
+	cm, err := a.cfg.Client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return &metav1.PartialObjectMetadata{ObjectMeta: cm.ObjectMeta}, nil
+}
+
+func (a *Attacher) patch(ctx context.Context, kind Kind, ns, name string, patch []byte) error {
+	opts := metav1.PatchOptions{FieldManager: FieldManager}
+	var err error
+	if kind == KindSecret {
+		_, err = a.cfg.Client.CoreV1().Secrets(ns).Patch(ctx, name, types.StrategicMergePatchType, patch, opts)
+	} else {
+		_, err = a.cfg.Client.CoreV1().ConfigMaps(ns).Patch(ctx, name, types.StrategicMergePatchType, patch, opts)
+	}
+	return err
+}
+
+// ownerPatch builds {"metadata":{"uid":UID,"ownerReferences":[owner]}}. The UID makes
+// the apiserver answer 409 Conflict if the object was replaced by a namesake.
+func ownerPatch(uid types.UID, owner metav1.OwnerReference) ([]byte, error) {
+	return json.Marshal(map[string]any{
+		"metadata": map[string]any{
+			"uid":             uid,
+			"ownerReferences": []metav1.OwnerReference{owner},
+		},
+	})
+}
+
+func (a *Attacher) record(kind Kind, rs *appsv1.ReplicaSet, meta *metav1.PartialObjectMetadata) {
+	if a.cfg.Recorder == nil {
+		return
+	}
+	om := metav1.ObjectMeta{Name: meta.Name, Namespace: meta.Namespace, UID: meta.UID}
+	var obj runtime.Object = &corev1.ConfigMap{ObjectMeta: om}
+	if kind == KindSecret {
+		obj = &corev1.Secret{ObjectMeta: om}
+	}
+	a.cfg.Recorder.Eventf(obj, corev1.EventTypeNormal, "Attached",
+		"Added ownerReference to ReplicaSet %s (uid %s): deleted by the garbage collector once no ReplicaSet uses it", rs.Name, rs.UID)
+}
+
+// isTransient reports whether a Kubernetes API error may go away on retry.
+func isTransient(err error) bool {
+	if err == nil {
+		return false
+	}
+	switch {
+	case apierrors.IsForbidden(err), apierrors.IsUnauthorized(err), apierrors.IsInvalid(err),
+		apierrors.IsBadRequest(err), apierrors.IsNotFound(err), apierrors.IsMethodNotSupported(err):
+		return false
+	}
+	return true
+}

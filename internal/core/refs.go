@@ -1,0 +1,141 @@
+package core
+
+import (
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Ref is one ConfigMap or Secret a pod template uses or a user listed.
+type Ref struct {
+	Kind Kind   `json:"kind"`
+	Name string `json:"name"`
+	// Optional is true when every reference found is marked optional (the pod starts
+	// without the object), false when at least one reference requires it.
+	Optional bool `json:"optional,omitempty"`
+	// Explicit is true when the name was listed (spec, flag or annotation) rather than
+	// only discovered; listed objects need no opt-in label.
+	Explicit bool `json:"explicit,omitempty"`
+	// From says where the reference was found, e.g. "volume/config", "env/app:LEVEL",
+	// "envFrom/app", "spec", "annotation".
+	From []string `json:"from,omitempty"`
+}
+
+type refKey struct {
+	kind Kind
+	name string
+}
+
+// refSet collects references keeping the first-seen order.
+type refSet struct {
+	order []refKey
+	m     map[refKey]*Ref
+}
+
+func newRefSet() *refSet { return &refSet{m: map[refKey]*Ref{}} }
+
+func (s *refSet) add(kind Kind, name string, optional, explicit bool, from string) {
+	if name == "" {
+		return
+	}
+	k := refKey{kind, name}
+	r, ok := s.m[k]
+	if !ok {
+		r = &Ref{Kind: kind, Name: name, Optional: optional}
+		s.m[k] = r
+		s.order = append(s.order, k)
+	} else if !optional {
+		r.Optional = false
+	}
+	r.Explicit = r.Explicit || explicit
+	r.From = append(r.From, from)
+}
+
+func (s *refSet) list() []Ref {
+	out := make([]Ref, 0, len(s.order))
+	for _, k := range s.order {
+		out = append(out, *s.m[k])
+	}
+	return out
+}
+
+func optional(b *bool) bool { return b != nil && *b }
+
+// PodSpecRefs returns every ConfigMap and Secret a pod spec references: volumes
+// (configMap, secret, projected sources), and env valueFrom / envFrom of containers,
+// initContainers and ephemeralContainers. The image pull secrets are not config and are
+// not returned. Order: first appearance; each name once per kind.
+func PodSpecRefs(spec *corev1.PodSpec) []Ref {
+	s := newRefSet()
+	addPodSpecRefs(s, spec)
+	return s.list()
+}
+
+func addPodSpecRefs(s *refSet, spec *corev1.PodSpec) {
+	if spec == nil {
+		return
+	}
+	for _, v := range spec.Volumes {
+		from := "volume/" + v.Name
+		if cm := v.ConfigMap; cm != nil {
+			s.add(KindConfigMap, cm.Name, optional(cm.Optional), false, from)
+		}
+		if sec := v.Secret; sec != nil {
+			s.add(KindSecret, sec.SecretName, optional(sec.Optional), false, from)
+		}
+		if p := v.Projected; p != nil {
+			for _, src := range p.Sources {
+				if cm := src.ConfigMap; cm != nil {
+					s.add(KindConfigMap, cm.Name, optional(cm.Optional), false, from)
+				}
+				if sec := src.Secret; sec != nil {
+					s.add(KindSecret, sec.Name, optional(sec.Optional), false, from)
+				}
+			}
+		}
+	}
+	containers := func(kind string, cs []corev1.Container) {
+		for _, c := range cs {
+			addContainerRefs(s, kind, c.Name, c.EnvFrom, c.Env)
+		}
+	}
+	containers("initContainer", spec.InitContainers)
+	containers("container", spec.Containers)
+	for _, c := range spec.EphemeralContainers {
+		addContainerRefs(s, "ephemeralContainer", c.Name, c.EnvFrom, c.Env)
+	}
+}
+
+func addContainerRefs(s *refSet, kind, name string, envFrom []corev1.EnvFromSource, env []corev1.EnvVar) {
+	for _, ef := range envFrom {
+		from := "envFrom/" + kind + "/" + name
+		if r := ef.ConfigMapRef; r != nil {
+			s.add(KindConfigMap, r.Name, optional(r.Optional), false, from)
+		}
+		if r := ef.SecretRef; r != nil {
+			s.add(KindSecret, r.Name, optional(r.Optional), false, from)
+		}
+	}
+	for _, e := range env {
+		if e.ValueFrom == nil {
+			continue
+		}
+		from := "env/" + kind + "/" + name + ":" + e.Name
+		if r := e.ValueFrom.ConfigMapKeyRef; r != nil {
+			s.add(KindConfigMap, r.Name, optional(r.Optional), false, from)
+		}
+		if r := e.ValueFrom.SecretKeyRef; r != nil {
+			s.add(KindSecret, r.Name, optional(r.Optional), false, from)
+		}
+	}
+}
+
+// SortRefs orders refs by kind then name, for stable output.
+func SortRefs(refs []Ref) {
+	sort.Slice(refs, func(i, j int) bool {
+		if refs[i].Kind != refs[j].Kind {
+			return refs[i].Kind < refs[j].Kind
+		}
+		return refs[i].Name < refs[j].Name
+	})
+}

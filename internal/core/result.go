@@ -1,0 +1,103 @@
+package core
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Outcome is what happened to one considered object.
+type Outcome string
+
+// Outcomes, as reported in Result.Objects.
+const (
+	// OutcomeAttached: the ownerReference was added by this call.
+	OutcomeAttached Outcome = "attached"
+	// OutcomeWouldAttach: dry run; a real run would add the ownerReference.
+	OutcomeWouldAttach Outcome = "would-attach"
+	// OutcomeAlreadyAttached: the ownerReference was already there; nothing written.
+	OutcomeAlreadyAttached Outcome = "already-attached"
+	// OutcomeSkipped: the object is not eligible (see Reason); nothing written.
+	OutcomeSkipped Outcome = "skipped"
+	// OutcomeMissing: a required reference names an object that does not exist.
+	OutcomeMissing Outcome = "missing"
+	// OutcomeMissingOptional: an optional reference names an object that does not exist.
+	OutcomeMissingOptional Outcome = "missing-optional"
+	// OutcomeError: reading or writing the object failed (see Reason).
+	OutcomeError Outcome = "error"
+)
+
+// ObjectResult is the outcome for one ConfigMap or Secret.
+type ObjectResult struct {
+	Kind    Kind    `json:"kind"`
+	Name    string  `json:"name"`
+	Outcome Outcome `json:"outcome"`
+	Reason  string  `json:"reason,omitempty"`
+	// From lists where the object was referenced (see Ref.From).
+	From []string `json:"from,omitempty"`
+	// Transient is true for an error that a retry may fix.
+	Transient bool `json:"transient,omitempty"`
+}
+
+// WorkloadRef names the workload that controls a ReplicaSet.
+type WorkloadRef struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Name       string `json:"name"`
+	// Via names a workload a Rollout's spec.workloadRef points to (kind/name).
+	Via string `json:"via,omitempty"`
+}
+
+// Result reports everything one Attach call considered.
+type Result struct {
+	Cluster    string         `json:"cluster"`
+	Namespace  string         `json:"namespace"`
+	ReplicaSet string         `json:"replicaSet"`
+	UID        types.UID      `json:"uid,omitempty"`
+	Workload   *WorkloadRef   `json:"workload,omitempty"`
+	DryRun     bool           `json:"dryRun,omitempty"`
+	Skipped    string         `json:"skipped,omitempty"`
+	Objects    []ObjectResult `json:"objects"`
+}
+
+// Counts returns how many objects ended with each outcome.
+func (r *Result) Counts() map[Outcome]int {
+	c := map[Outcome]int{}
+	for _, o := range r.Objects {
+		c[o.Outcome]++
+	}
+	return c
+}
+
+// Failed reports whether any object ended with OutcomeError.
+func (r *Result) Failed() bool { return r.Counts()[OutcomeError] > 0 }
+
+// Writes is the number of objects this call changed.
+func (r *Result) Writes() int { return r.Counts()[OutcomeAttached] }
+
+// Summary is a one-line account, e.g. "ReplicaSet shop/web-7d9: 1 attached, 2 already-attached".
+func (r *Result) Summary() string {
+	c := r.Counts()
+	keys := make([]string, 0, len(c))
+	for k := range c {
+		keys = append(keys, string(k))
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%d %s", c[Outcome(k)], k))
+	}
+	s := fmt.Sprintf("ReplicaSet %s/%s", r.Namespace, r.ReplicaSet)
+	if r.Cluster != "" {
+		s = r.Cluster + ": " + s
+	}
+	switch {
+	case r.Skipped != "":
+		return s + ": skipped (" + r.Skipped + ")"
+	case len(parts) == 0:
+		return s + ": no config objects referenced"
+	}
+	return s + ": " + strings.Join(parts, ", ")
+}
