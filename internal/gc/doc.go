@@ -1,0 +1,72 @@
+// Package gc is the orphan sweep: it deletes config revisions (ConfigMaps and Secrets
+// labelled configmap-attacher.io/revision=true) that nothing uses and nothing owns, and
+// repairs revisions that are used but not attached.
+//
+// The work is split in three parts:
+//
+//   - a Source reads one namespace into a Snapshot: revision metadata (metadata-only
+//     lists: no ConfigMap or Secret data is ever held in memory), every object with a
+//     pod template or pod spec, and the UIDs of live objects of the kinds it listed;
+//   - the pure planner, PlanNamespace, turns a Snapshot into a Plan that gives every
+//     revision a Decision (delete, keep or repair) and the reason;
+//   - the Executor carries a Plan out: deletes with metav1.Preconditions{UID,
+//     ResourceVersion}, records a Kubernetes Event and a Prometheus metric per deletion,
+//     and repairs through core.Attacher.
+//
+// A Sweeper ties them together: periodic sweeps (Run, leader-elected on a Lease when
+// several replicas run), a sweep of one namespace on demand (SweepNamespace, Trigger).
+//
+// # Safety rule 7 (DESIGN.md "Safety rules")
+//
+// A revision is deleted only when all of these hold, checked in this order:
+//
+//  1. it carries the opt-in label configmap-attacher.io/revision=true and is not being
+//     deleted already;
+//  2. it has no configmap-attacher.io/skip=true annotation;
+//  3. no listed object with a pod template or pod spec references it: ReplicaSet,
+//     Deployment, Argo Rollout (the Deployment a Rollout's spec.workloadRef names is
+//     listed as a Deployment), StatefulSet, DaemonSet, Job, CronJob (its jobTemplate)
+//     and Pod, whatever their state; references are volumes (incl. projected), env,
+//     envFrom of every container kind (core.PodSpecRefs) and the names listed in the
+//     configmap-attacher.io/configmaps and /secrets annotations of the object and of
+//     its pod template. A revision referenced by a live ReplicaSet that does not own it
+//     is repaired (attached), never deleted;
+//  4. it has no live owner: every ownerReference is resolved by UID against the objects
+//     listed of the owner's kind; a UID not found there is dangling and counts as absent;
+//     an owner of a kind the Source did not list counts as live (never delete on doubt);
+//  5. it is older than the grace period (Options.MinAge);
+//  6. it is not among the newest Options.Keep unreferenced revisions of its family;
+//  7. the snapshot holds no doubt: a Rollout whose spec.workloadRef names a kind that
+//     was not listed makes the whole namespace keep everything.
+//
+// # Families
+//
+// A revision's family is, in order: its configmap-attacher.io/family label; the name
+// of the workload owning it (the controller of its first ReplicaSet owner when that
+// ReplicaSet is live, else the ReplicaSet's name without its trailing pod-template-hash
+// segment; the owner's name for other owner kinds); else its own name with a trailing
+// hash suffix stripped (see StripHashSuffix). Families rank their unreferenced
+// revisions newest first by creation time (name descending breaks ties); the first
+// Keep of them are kept as rollback targets.
+//
+// # Defaults
+//
+// DefaultMinAge is one hour: a revision is usually created moments before the workload
+// change that references it (kustomize/Helm apply order, an Argo CD sync wave, a
+// pipeline step that applies config first); an hour is far longer than any sane
+// apply-to-ReplicaSet delay, yet short enough that abandoned revisions do not pile up.
+// DefaultKeep is 2: the current config plus one rollback target survive even after the
+// old ReplicaSets were pruned by revisionHistoryLimit, so `kubectl rollout undo` or a
+// re-sync of the previous Git commit still finds its ConfigMap.
+//
+// # The residual race
+//
+// A real sweep plans twice and deletes only what both plans delete (Confirm); each
+// delete carries the UID and resourceVersion seen, so an object attached, relabelled,
+// annotated or replaced in between is not deleted (the apiserver answers 409 and the
+// sweep reports "changed meanwhile", to be retried next sweep). A brand-new workload
+// that references an old, unattached revision in the milliseconds between the second
+// listing and the delete does not change the revision itself and is not caught; the
+// grace period and keep-N make that window matter only for revisions that nothing
+// used for a long time.
+package gc
