@@ -36,14 +36,14 @@ type Snapshot struct {
 
 // Revision is the metadata of one ConfigMap or Secret.
 type Revision struct {
-	Kind            core.Kind                `json:"kind"`
-	Name            string                   `json:"name"`
-	UID             types.UID                `json:"uid"`
-	ResourceVersion string                   `json:"resourceVersion"`
-	Created         time.Time                `json:"created"`
-	Deleting        bool                     `json:"deleting,omitempty"`
-	Labels          map[string]string        `json:"labels,omitempty"`
-	Annotations     map[string]string        `json:"annotations,omitempty"`
+	Kind            core.Kind               `json:"kind"`
+	Name            string                  `json:"name"`
+	UID             types.UID               `json:"uid"`
+	ResourceVersion string                  `json:"resourceVersion"`
+	Created         time.Time               `json:"created"`
+	Deleting        bool                    `json:"deleting,omitempty"`
+	Labels          map[string]string       `json:"labels,omitempty"`
+	Annotations     map[string]string       `json:"annotations,omitempty"`
 	OwnerReferences []metav1.OwnerReference `json:"ownerReferences,omitempty"`
 }
 
@@ -63,7 +63,7 @@ type Workload struct {
 	Created    time.Time `json:"created"`
 	Deleting   bool      `json:"deleting,omitempty"`
 	// Annotations are the object's annotations (skip, listed names).
-	Annotations     map[string]string        `json:"annotations,omitempty"`
+	Annotations     map[string]string       `json:"annotations,omitempty"`
 	OwnerReferences []metav1.OwnerReference `json:"ownerReferences,omitempty"`
 	// Refs are the ConfigMaps/Secrets its pod template or pod spec references, plus the
 	// names its own and its template's configmap-attacher.io/configmaps and /secrets
