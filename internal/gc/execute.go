@@ -1,0 +1,256 @@
+package gc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/configmap-attacher/configmap-attacher/internal/core"
+)
+
+// Outcome is what the executor did with one plan item.
+type Outcome string
+
+// Outcomes of Report.Results.
+const (
+	OutcomeDeleted     Outcome = "deleted"
+	OutcomeWouldDelete Outcome = "would-delete"
+	// OutcomeChanged: the precondition (UID, resourceVersion) failed: the object changed
+	// since it was planned; it is decided again next sweep.
+	OutcomeChanged Outcome = "changed"
+	// OutcomeGone: the object was already deleted.
+	OutcomeGone        Outcome = "gone"
+	OutcomeRepaired    Outcome = "repaired"
+	OutcomeWouldRepair Outcome = "would-repair"
+	OutcomeKept        Outcome = "kept"
+	OutcomeError       Outcome = "error"
+)
+
+// ItemResult is one plan item with what was done.
+type ItemResult struct {
+	Item
+	Outcome Outcome `json:"outcome"`
+	Error   string  `json:"error,omitempty"`
+}
+
+// Report is the result of executing one Plan.
+type Report struct {
+	Cluster   string       `json:"cluster,omitempty"`
+	Namespace string       `json:"namespace"`
+	DryRun    bool         `json:"dryRun"`
+	Plan      *Plan        `json:"-"`
+	Results   []ItemResult `json:"results"`
+}
+
+// Count returns how many results ended with outcome o.
+func (r *Report) Count(o Outcome) int {
+	n := 0
+	for _, it := range r.Results {
+		if it.Outcome == o {
+			n++
+		}
+	}
+	return n
+}
+
+// Executor carries out plans in one cluster.
+type Executor struct {
+	// Cluster names the cluster in metrics, logs and reports.
+	Cluster string
+	// Client deletes (required unless every call is a dry run).
+	Client kubernetes.Interface
+	// Attacher repairs referenced but unattached revisions; nil reports them only.
+	Attacher *core.Attacher
+	// AllowSecrets lets repairs attach Secrets (the Attacher must allow them too).
+	AllowSecrets bool
+	// Recorder, when set, receives a Normal event "Collected" per deletion.
+	Recorder core.Recorder
+	// Metrics, when set, counts deletions, skips and repairs.
+	Metrics *Metrics
+	// Logger receives one line per action; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Execute deletes every Delete item of p with metav1.Preconditions{UID,
+// ResourceVersion} and attaches every Repair item to its ReplicaSets through the
+// Attacher. With dryRun nothing is written: deletes are reported as would-delete and
+// repairs as would-repair, so a dry run lists exactly what a real run of the same plan
+// deletes. A failed precondition is OutcomeChanged and a missing object OutcomeGone;
+// neither is an error. The error wraps core.ErrUnavailable when some write failed
+// transiently, and is nil when every item ended without OutcomeError.
+func (e *Executor) Execute(ctx context.Context, p *Plan, dryRun bool) (*Report, error) {
+	log := e.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("cluster", e.Cluster, "namespace", p.Namespace)
+	rep := &Report{Cluster: e.Cluster, Namespace: p.Namespace, DryRun: dryRun, Plan: p, Results: make([]ItemResult, 0, len(p.Items))}
+	repairs := map[types.UID]*repairTarget{}
+	var failures []string
+	transient := false
+	for _, it := range p.Items {
+		res := ItemResult{Item: it, Outcome: OutcomeKept}
+		switch it.Decision {
+		case Delete:
+			if dryRun {
+				res.Outcome = OutcomeWouldDelete
+				break
+			}
+			res.Outcome, res.Error = e.delete(ctx, log, p, it)
+			if res.Outcome == OutcomeError {
+				failures = append(failures, fmt.Sprintf("%s %s: %s", it.Kind, it.Name, res.Error))
+				transient = true
+			}
+		case Repair:
+			res.Outcome = OutcomeWouldRepair
+			if dryRun || e.Attacher == nil {
+				break
+			}
+			for _, rs := range it.Repair {
+				t := repairs[rs.UID]
+				if t == nil {
+					t = &repairTarget{rs: rs}
+					repairs[rs.UID] = t
+				}
+				t.items = append(t.items, len(rep.Results))
+				t.secrets = t.secrets || it.Kind == core.KindSecret
+			}
+		}
+		rep.Results = append(rep.Results, res)
+	}
+	targets := make([]*repairTarget, 0, len(repairs))
+	for _, t := range repairs {
+		targets = append(targets, t)
+	}
+	sort.Slice(targets, func(i, j int) bool { return targets[i].rs.Name < targets[j].rs.Name })
+	for _, t := range targets {
+		if err := e.repair(ctx, log, p.Namespace, t, rep); err != nil {
+			failures = append(failures, err.Error())
+			transient = transient || errors.Is(err, core.ErrUnavailable)
+		}
+	}
+	if len(failures) == 0 {
+		return rep, nil
+	}
+	err := fmt.Errorf("gc %s: %d failure(s): %s", p.Namespace, len(failures), strings.Join(failures, "; "))
+	if transient {
+		return rep, fmt.Errorf("%w: %w", core.ErrUnavailable, err)
+	}
+	return rep, err
+}
+
+type repairTarget struct {
+	rs      ReplicaSetRef
+	items   []int
+	secrets bool
+}
+
+func (e *Executor) delete(ctx context.Context, log *slog.Logger, p *Plan, it Item) (Outcome, string) {
+	uid, rv := it.UID, it.ResourceVersion
+	opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}}
+	var err error
+	if it.Kind == core.KindSecret {
+		err = e.Client.CoreV1().Secrets(p.Namespace).Delete(ctx, it.Name, opts)
+	} else {
+		err = e.Client.CoreV1().ConfigMaps(p.Namespace).Delete(ctx, it.Name, opts)
+	}
+	switch {
+	case err == nil:
+		log.Info("collected orphan revision", "kind", it.Kind, "name", it.Name, "uid", it.UID, "family", it.Family, "reason", it.Reason)
+		e.count(e.Metrics.deleted(e.Cluster, string(it.Kind)))
+		e.record(p.Namespace, it)
+		return OutcomeDeleted, ""
+	case apierrors.IsConflict(err):
+		log.Info("revision changed since it was planned; kept, decided again next sweep", "kind", it.Kind, "name", it.Name, "error", err)
+		e.count(e.Metrics.skipped(e.Cluster, "changed"))
+		return OutcomeChanged, err.Error()
+	case apierrors.IsNotFound(err):
+		e.count(e.Metrics.skipped(e.Cluster, "gone"))
+		return OutcomeGone, ""
+	}
+	log.Warn("deleting revision failed", "kind", it.Kind, "name", it.Name, "error", err)
+	e.count(e.Metrics.skipped(e.Cluster, "error"))
+	return OutcomeError, err.Error()
+}
+
+func (e *Executor) repair(ctx context.Context, log *slog.Logger, ns string, t *repairTarget, rep *Report) error {
+	opts := core.DefaultOptions()
+	opts.IncludeSecrets = t.secrets && e.AllowSecrets
+	res, err := e.Attacher.Attach(ctx, core.Event{Cluster: e.Cluster, Namespace: ns, Name: t.rs.Name, UID: t.rs.UID, Options: opts})
+	outcome := map[string]core.ObjectResult{}
+	for _, o := range res.Objects {
+		outcome[string(o.Kind)+"/"+o.Name] = o
+	}
+	for _, i := range t.items {
+		r := &rep.Results[i]
+		o, ok := outcome[string(r.Kind)+"/"+r.Name]
+		switch {
+		case ok && (o.Outcome == core.OutcomeAttached || o.Outcome == core.OutcomeAlreadyAttached):
+			if r.Outcome != OutcomeError {
+				r.Outcome = OutcomeRepaired
+			}
+			if o.Outcome == core.OutcomeAttached {
+				e.count(e.Metrics.repaired(e.Cluster))
+				log.Info("repaired: attached referenced revision", "kind", r.Kind, "name", r.Name, "replicaSet", t.rs.Name)
+			}
+		case err != nil:
+			r.Outcome, r.Error = OutcomeError, "attaching to ReplicaSet "+t.rs.Name+": "+err.Error()
+		case ok:
+			r.Outcome, r.Error = OutcomeKept, "attaching to ReplicaSet "+t.rs.Name+": "+string(o.Outcome)+" "+o.Reason
+		default:
+			r.Outcome, r.Error = OutcomeKept, "attaching to ReplicaSet "+t.rs.Name+": not considered ("+res.Summary()+")"
+		}
+	}
+	if err != nil && !errors.Is(err, core.ErrRefused) {
+		return fmt.Errorf("repair via ReplicaSet %s: %w", t.rs.Name, err)
+	}
+	return nil
+}
+
+func (e *Executor) count(f func()) { f() }
+
+func (e *Executor) record(ns string, it Item) {
+	if e.Recorder == nil {
+		return
+	}
+	om := metav1.ObjectMeta{Name: it.Name, Namespace: ns, UID: it.UID, ResourceVersion: it.ResourceVersion}
+	var obj runtime.Object = &corev1.ConfigMap{ObjectMeta: om}
+	if it.Kind == core.KindSecret {
+		obj = &corev1.Secret{ObjectMeta: om}
+	}
+	e.Recorder.Eventf(obj, corev1.EventTypeNormal, "Collected", "Deleted orphaned config revision (family %q): %s", it.Family, it.Reason)
+}
+
+func (m *Metrics) deleted(cluster, kind string) func() {
+	return func() {
+		if m != nil {
+			m.Deleted.WithLabelValues(cluster, kind).Inc()
+		}
+	}
+}
+
+func (m *Metrics) skipped(cluster, reason string) func() {
+	return func() {
+		if m != nil {
+			m.Skipped.WithLabelValues(cluster, reason).Inc()
+		}
+	}
+}
+
+func (m *Metrics) repaired(cluster string) func() {
+	return func() {
+		if m != nil {
+			m.Repaired.WithLabelValues(cluster).Inc()
+		}
+	}
+}
