@@ -12,6 +12,11 @@ require (
 )
 
 require (
+	github.com/cloudevents/sdk-go/v2 v2.16.2 // indirect
+	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
+)
+
+require (
 	dario.cat/mergo v1.0.2 // indirect
 	github.com/IBM/sarama v1.43.0 // indirect
 	github.com/Masterminds/goutils v1.1.1 // indirect

@@ -1,0 +1,169 @@
+package controlplane
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/dynamic"
+)
+
+var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// CRDSource is a pinned module and the folder inside it holding CRD manifests.
+type CRDSource struct {
+	Module string
+	Dir    string
+}
+
+// CRDSources are the CRDs installed by Start, read from the module versions that
+// hack/tools/crds/go.mod pins.
+var CRDSources = []CRDSource{
+	{Module: "github.com/argoproj/argo-rollouts", Dir: "manifests/crds"},
+	{Module: "github.com/argoproj/argo-events", Dir: "manifests/base/crds"},
+}
+
+// ModuleDir returns the module-cache folder of a module pinned by hack/tools/crds/go.mod,
+// downloading (and checksum-verifying against its go.sum) it if needed.
+func ModuleDir(ctx context.Context, module string) (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", module)
+	cmd.Dir = filepath.Join(root, "hack", "tools", "crds")
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("go mod download %s: %w: %s%s", module, err, stderr.String(), out)
+	}
+	var info struct{ Dir, Error string }
+	if err := json.Unmarshal(out, &info); err != nil {
+		return "", fmt.Errorf("go mod download %s: %w", module, err)
+	}
+	if info.Error != "" || info.Dir == "" {
+		return "", fmt.Errorf("go mod download %s: %s", module, info.Error)
+	}
+	return info.Dir, nil
+}
+
+// CRDs reads every CustomResourceDefinition in the pinned modules' manifests.
+func CRDs(ctx context.Context) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	for _, src := range CRDSources {
+		dir, err := ModuleDir(ctx, src.Module)
+		if err != nil {
+			return nil, err
+		}
+		files, err := filepath.Glob(filepath.Join(dir, src.Dir, "*.yaml"))
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range files {
+			objs, err := readYAMLObjects(f)
+			if err != nil {
+				return nil, err
+			}
+			for _, o := range objs {
+				if o.GetKind() == "CustomResourceDefinition" {
+					out = append(out, o)
+				}
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no CRDs found in the pinned modules")
+	}
+	return out, nil
+}
+
+func readYAMLObjects(path string) ([]*unstructured.Unstructured, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	dec := utilyaml.NewYAMLOrJSONDecoder(f, 64*1024)
+	var out []*unstructured.Unstructured
+	for {
+		var m map[string]any
+		if err := dec.Decode(&m); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if len(m) == 0 {
+			continue
+		}
+		out = append(out, &unstructured.Unstructured{Object: m})
+	}
+}
+
+func (cp *ControlPlane) installCRDs(ctx context.Context) error {
+	crds, err := CRDs(ctx)
+	if err != nil {
+		return err
+	}
+	dc, err := dynamic.NewForConfig(cp.RESTConfig())
+	if err != nil {
+		return err
+	}
+	for _, crd := range crds {
+		_, err := dc.Resource(crdGVR).Create(ctx, crd, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating CRD %s: %w", crd.GetName(), err)
+		}
+	}
+	for _, crd := range crds {
+		name := crd.GetName()
+		if err := cp.poll(ctx, "kube-apiserver", func() error {
+			got, err := dc.Resource(crdGVR).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+			for _, c := range conds {
+				m, _ := c.(map[string]any)
+				if m["type"] == "Established" && m["status"] == "True" {
+					return nil
+				}
+			}
+			return fmt.Errorf("CRD %s not established yet", name)
+		}); err != nil {
+			return err
+		}
+	}
+	// Discovery must list the new resources before clients (and the garbage
+	// collector) can use them.
+	return cp.poll(ctx, "kube-apiserver", func() error {
+		_, err := dc.Resource(schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "rollouts"}).
+			Namespace("default").List(ctx, metav1.ListOptions{Limit: 1})
+		return err
+	})
+}
+
+func (cp *ControlPlane) waitDefaultServiceAccount(ctx context.Context) error {
+	kc := cp.Client()
+	return cp.poll(ctx, "kube-controller-manager", func() error {
+		_, err := kc.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("default ServiceAccount: %w", err)
+		}
+		return nil
+	})
+}
+

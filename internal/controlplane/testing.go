@@ -1,0 +1,66 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+)
+
+// TestMain starts one control plane for a package's tests, runs them and stops it,
+// also when a test fails or panics. With -short it starts nothing and leaves *cp nil;
+// integration tests then skip through Require. Missing binaries are a failure that
+// says to run `make tools` (make test builds them first, so CI never skips).
+//
+// Use it as: func TestMain(m *testing.M) { os.Exit(controlplane.TestMain(m, &cp)) }
+func TestMain(m *testing.M, cp **ControlPlane) int {
+	flag.Parse()
+	if testing.Short() {
+		return m.Run()
+	}
+	started, err := Start(context.Background(), Options{Logf: func(f string, a ...any) {
+		if testing.Verbose() {
+			fmt.Fprintf(os.Stderr, f+"\n", a...)
+		}
+	}})
+	if err != nil {
+		if errors.Is(err, ErrMissingBinaries) {
+			fmt.Fprintln(os.Stderr, "FAIL: the local control plane's binaries are missing: run `make tools` (make test does it for you)")
+		}
+		fmt.Fprintln(os.Stderr, "FAIL: starting the local control plane:", err)
+		return 1
+	}
+	*cp = started
+	defer func() { _ = started.Stop() }()
+	return m.Run()
+}
+
+// Require skips t when no control plane was started (go test -short), and otherwise
+// returns it.
+func Require(t testing.TB, cp *ControlPlane) *ControlPlane {
+	t.Helper()
+	if cp == nil {
+		t.Skip("integration test: needs the local control plane (not started with -short)")
+	}
+	return cp
+}
+
+// Eventually polls cond every 100 ms until it returns nil or timeout passes, then fails
+// t with the last error. It is the standard wait of integration tests (no sleeps).
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last error
+	for {
+		if last = cond(); last == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s: %v", timeout, what, last)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
