@@ -1,0 +1,200 @@
+package core_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/configmap-attacher/configmap-attacher/internal/core"
+	"github.com/configmap-attacher/configmap-attacher/internal/kube"
+)
+
+var nsSeq atomic.Int64
+
+// env is one test's namespace on the shared control plane, with admin clients and a
+// request counter on the clients the attacher uses.
+type env struct {
+	t        *testing.T
+	ns       string
+	kc       kubernetes.Interface // admin, uncounted: fixtures and assertions
+	dc       dynamic.Interface
+	counter  *kube.RequestCounter
+	attacher *core.Attacher
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	c := requireCP(t)
+	ctx := context.Background()
+	e := &env{t: t, counter: &kube.RequestCounter{}}
+	e.ns = fmt.Sprintf("t%d-%s", nsSeq.Add(1), strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name())))
+	if len(e.ns) > 60 {
+		e.ns = e.ns[:60]
+	}
+	e.ns = strings.TrimRight(e.ns, "-")
+	admin, err := kube.NewClients(c.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.kc, e.dc = admin.Kube, admin.Dynamic
+	if _, err := e.kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	counted, err := kube.NewClients(e.counter.Wrap(c.RESTConfig()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.attacher, err = core.NewAttacher(core.Config{
+		Cluster: "local", Client: counted.Kube,
+		Reader:       core.LiveReader{Client: counted.Kube, Dynamic: counted.Dynamic, Metadata: counted.Metadata},
+		AllowSecrets: true,
+		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func (e *env) configMap(name string, labels map[string]string, owners ...metav1.OwnerReference) *corev1.ConfigMap {
+	e.t.Helper()
+	cm, err := e.kc.CoreV1().ConfigMaps(e.ns).Create(context.Background(), &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, OwnerReferences: owners},
+		Data:       map[string]string{"config.yaml": "revision: " + name},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return cm
+}
+
+func (e *env) revision(name string) *corev1.ConfigMap {
+	return e.configMap(name, map[string]string{core.LabelRevision: "true"})
+}
+
+func (e *env) rollout(name string, annotations map[string]string) *unstructured.Unstructured {
+	e.t.Helper()
+	ro := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "argoproj.io/v1alpha1",
+		"kind":       "Rollout",
+		"metadata":   map[string]any{"name": name, "namespace": e.ns},
+		"spec": map[string]any{
+			"selector": map[string]any{"matchLabels": map[string]any{"app": name}},
+			"template": map[string]any{
+				"metadata": map[string]any{"labels": map[string]any{"app": name}},
+				"spec":     map[string]any{"containers": []any{map[string]any{"name": "app", "image": "app:1"}}},
+			},
+			"strategy": map[string]any{"canary": map[string]any{}},
+		},
+	}}
+	if annotations != nil {
+		ro.SetAnnotations(annotations)
+	}
+	out, err := e.dc.Resource(core.RolloutGVR).Namespace(e.ns).Create(context.Background(), ro, metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return out
+}
+
+func rolloutOwner(ro *unstructured.Unstructured) metav1.OwnerReference {
+	return metav1.OwnerReference{APIVersion: "argoproj.io/v1alpha1", Kind: "Rollout", Name: ro.GetName(), UID: ro.GetUID(),
+		Controller: ptr(true), BlockOwnerDeletion: ptr(true)}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// podTemplate references the named ConfigMaps through a volume, envFrom and env.
+func podTemplate(app string, configMaps ...string) corev1.PodTemplateSpec {
+	spec := corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app:1"}}}
+	for i, cm := range configMaps {
+		switch i % 3 {
+		case 0:
+			spec.Volumes = append(spec.Volumes, corev1.Volume{Name: fmt.Sprintf("v%d", i), VolumeSource: corev1.VolumeSource{
+				ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: cm}}}})
+		case 1:
+			spec.Containers[0].EnvFrom = append(spec.Containers[0].EnvFrom, corev1.EnvFromSource{
+				ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: cm}}})
+		default:
+			spec.Containers[0].Env = append(spec.Containers[0].Env, corev1.EnvVar{Name: fmt.Sprintf("E%d", i), ValueFrom: &corev1.EnvVarSource{
+				ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: cm}, Key: "k"}}})
+		}
+	}
+	return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": app}}, Spec: spec}
+}
+
+// replicaSet creates a ReplicaSet with zero replicas (no pods needed) and the given
+// controller owner.
+func (e *env) replicaSet(name string, owner *metav1.OwnerReference, tmpl corev1.PodTemplateSpec, mutate ...func(*appsv1.ReplicaSet)) *appsv1.ReplicaSet {
+	e.t.Helper()
+	rs := &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: tmpl.Labels},
+		Spec: appsv1.ReplicaSetSpec{
+			Replicas: ptr(int32(0)),
+			Selector: &metav1.LabelSelector{MatchLabels: tmpl.Labels},
+			Template: tmpl,
+		},
+	}
+	if owner != nil {
+		rs.OwnerReferences = []metav1.OwnerReference{*owner}
+	}
+	for _, m := range mutate {
+		m(rs)
+	}
+	out, err := e.kc.AppsV1().ReplicaSets(e.ns).Create(context.Background(), rs, metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return out
+}
+
+func (e *env) event(rs *appsv1.ReplicaSet, opts core.Options) core.Event {
+	return core.Event{Namespace: e.ns, Name: rs.Name, UID: rs.UID, Options: opts}
+}
+
+func (e *env) owners(kind core.Kind, name string) []metav1.OwnerReference {
+	e.t.Helper()
+	var meta metav1.ObjectMeta
+	if kind == core.KindSecret {
+		s, err := e.kc.CoreV1().Secrets(e.ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		meta = s.ObjectMeta
+	} else {
+		cm, err := e.kc.CoreV1().ConfigMaps(e.ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		meta = cm.ObjectMeta
+	}
+	return meta.OwnerReferences
+}
+
+func ownerUIDs(refs []metav1.OwnerReference) []types.UID {
+	out := make([]types.UID, 0, len(refs))
+	for _, r := range refs {
+		out = append(out, r.UID)
+	}
+	return out
+}
+
+func outcomes(res core.Result) map[string]core.Outcome {
+	m := map[string]core.Outcome{}
+	for _, o := range res.Objects {
+		m[string(o.Kind)+"/"+o.Name] = o.Outcome
+	}
+	return m
+}
