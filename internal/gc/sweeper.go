@@ -1,0 +1,365 @@
+package gc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/configmap-attacher/configmap-attacher/internal/core"
+)
+
+// LeaderElection configures client-go leader election on a coordination.k8s.io/v1
+// Lease, so that only one of several replicas runs the periodic sweep.
+type LeaderElection struct {
+	// Client reads and writes the Lease (needs get, create, update on leases).
+	Client kubernetes.Interface
+	// Namespace and Name locate the Lease; Name defaults to DefaultLeaseName.
+	Namespace string
+	Name      string
+	// Identity names this replica in the Lease; default hostname_random.
+	Identity string
+	// LeaseDuration, RenewDeadline and RetryPeriod default to 15s, 10s and 2s
+	// (client-go's recommended values).
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+}
+
+// DefaultLeaseName is the Lease the sweepers of one cluster elect their leader on.
+const DefaultLeaseName = "configmap-attacher-gc"
+
+// Config configures a Sweeper for one cluster.
+type Config struct {
+	// Cluster names the cluster in logs, metrics, events and reports.
+	Cluster string
+	// Client performs deletes (required).
+	Client kubernetes.Interface
+	// Source reads namespaces (required; LiveSource, or an informer-backed Source).
+	Source Source
+	// Attacher repairs referenced but unattached revisions; nil: report only.
+	Attacher *core.Attacher
+	// AllowSecrets lets repairs attach Secrets.
+	AllowSecrets bool
+	// Recorder receives an Event per deletion; Metrics count them.
+	Recorder core.Recorder
+	Metrics  *Metrics
+	Logger   *slog.Logger
+	// Options are the planner's MinAge and Keep (Now is ignored: each sweep uses the clock).
+	Options Options
+	// Interval between periodic sweeps in Run; zero means DefaultInterval.
+	Interval time.Duration
+	// Namespaces limits sweeps to these namespaces; empty means every namespace holding
+	// an opted-in revision (Source.Namespaces).
+	Namespaces []string
+	// Selector, when set, limits the plan to revisions whose labels match it. Planning
+	// still sees every opted-in revision, so keep-N ranks whole families.
+	Selector labels.Selector
+	// DryRun makes every sweep report without writing.
+	DryRun bool
+	// LeaderElection, when set, makes Run's periodic sweeps leader-only.
+	LeaderElection *LeaderElection
+	// Clock returns the time for planning; nil means time.Now.
+	Clock func() time.Time
+}
+
+// Sweeper runs orphan sweeps in one cluster. It is safe for concurrent use: sweeps of
+// one namespace are serialised, and concurrent deletes by several replicas are safe
+// thanks to the preconditions.
+type Sweeper struct {
+	cfg    Config
+	log    *slog.Logger
+	exec   *Executor
+	leader atomic.Bool
+
+	nsLocks sync.Map // namespace -> *sync.Mutex
+
+	mu      sync.Mutex
+	pending map[string]bool
+	wake    chan struct{}
+}
+
+// NewSweeper validates cfg and returns a Sweeper. Errors wrap core.ErrInvalid.
+func NewSweeper(cfg Config) (*Sweeper, error) {
+	if cfg.Client == nil && !cfg.DryRun {
+		return nil, core.Invalidf("client", "gc: Config.Client is required")
+	}
+	if cfg.Source == nil {
+		return nil, core.Invalidf("source", "gc: Config.Source is required")
+	}
+	if err := cfg.Options.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Interval == 0 {
+		cfg.Interval = DefaultInterval
+	}
+	if cfg.Interval < 0 {
+		return nil, core.Invalidf("gc-interval", "must be positive, got %s", cfg.Interval)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("component", "gc")
+	return &Sweeper{cfg: cfg, log: log, pending: map[string]bool{}, wake: make(chan struct{}, 1),
+		exec: &Executor{Cluster: cfg.Cluster, Client: cfg.Client, Attacher: cfg.Attacher, AllowSecrets: cfg.AllowSecrets,
+			Recorder: cfg.Recorder, Metrics: cfg.Metrics, Logger: log}}, nil
+}
+
+// IsLeader reports whether this Sweeper currently holds the Lease (always true without
+// leader election once Run has started).
+func (s *Sweeper) IsLeader() bool { return s.leader.Load() }
+
+// Plan reads namespace ns and returns its plan (filtered by Config.Selector) and the
+// snapshot it came from. It writes nothing.
+func (s *Sweeper) Plan(ctx context.Context, ns string) (*Plan, *Snapshot, error) {
+	snap, err := s.cfg.Source.Snapshot(ctx, ns)
+	if err != nil {
+		return nil, nil, err
+	}
+	o := s.cfg.Options
+	o.Now = s.cfg.Clock()
+	p, err := PlanNamespace(snap, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	return Select(p, snap, s.cfg.Selector), snap, nil
+}
+
+// SweepNamespace plans namespace ns and carries the plan out (or, with Config.DryRun,
+// reports it). A real sweep that has something to do plans a second time and acts on
+// Confirm(first, second) only. The Report lists every revision with its outcome; the
+// error wraps core.ErrUnavailable when reading or some write failed transiently.
+// Sweeps of one namespace are serialised.
+func (s *Sweeper) SweepNamespace(ctx context.Context, ns string) (*Report, error) {
+	l, _ := s.nsLocks.LoadOrStore(ns, &sync.Mutex{})
+	mu := l.(*sync.Mutex)
+	mu.Lock()
+	defer mu.Unlock()
+
+	start := time.Now()
+	rep, err := s.sweep(ctx, ns)
+	if m := s.cfg.Metrics; m != nil {
+		result := "ok"
+		if err != nil {
+			result = "error"
+		}
+		m.Sweeps.WithLabelValues(s.cfg.Cluster, result).Inc()
+		m.Duration.WithLabelValues(s.cfg.Cluster).Observe(time.Since(start).Seconds())
+	}
+	if err != nil {
+		s.log.Warn("sweep failed", "namespace", ns, "error", err)
+	} else {
+		s.log.Debug("swept", "namespace", ns, "revisions", len(rep.Results), "deleted", rep.Count(OutcomeDeleted),
+			"changed", rep.Count(OutcomeChanged), "repaired", rep.Count(OutcomeRepaired), "dryRun", rep.DryRun)
+	}
+	return rep, err
+}
+
+func (s *Sweeper) sweep(ctx context.Context, ns string) (*Report, error) {
+	p, _, err := s.Plan(ctx, ns)
+	if err != nil {
+		return nil, fmt.Errorf("gc: planning namespace %s: %w", ns, err)
+	}
+	if !s.cfg.DryRun && (p.Count(Delete) > 0 || p.Count(Repair) > 0) {
+		second, _, err := s.Plan(ctx, ns)
+		if err != nil {
+			return nil, fmt.Errorf("gc: re-planning namespace %s: %w", ns, err)
+		}
+		p = Confirm(p, second)
+	}
+	return s.exec.Execute(ctx, p, s.cfg.DryRun)
+}
+
+// SweepAll sweeps Config.Namespaces, or every namespace holding an opted-in revision,
+// one after the other. It returns the reports of the namespaces swept and the joined
+// errors of those that failed (each wrapping its cause).
+func (s *Sweeper) SweepAll(ctx context.Context) ([]*Report, error) {
+	nss := s.cfg.Namespaces
+	if len(nss) == 0 {
+		var err error
+		nss, err = s.cfg.Source.Namespaces(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("gc: finding namespaces: %w", err)
+		}
+	}
+	var reps []*Report
+	var errs []error
+	for _, ns := range nss {
+		if ctx.Err() != nil {
+			errs = append(errs, ctx.Err())
+			break
+		}
+		rep, err := s.SweepNamespace(ctx, ns)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if rep != nil {
+			reps = append(reps, rep)
+		}
+	}
+	return reps, errors.Join(errs...)
+}
+
+// Trigger asks for a sweep of namespace ns soon ("after an attach in that namespace",
+// trigger spec operation: gc). It never blocks; requests for one namespace coalesce
+// until Run's worker takes them. Triggered sweeps run on every replica (deletes are
+// protected by preconditions), not only on the leader.
+func (s *Sweeper) Trigger(ns string) {
+	s.mu.Lock()
+	s.pending[ns] = true
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run sweeps every Config.Interval (first sweep at once) until ctx ends, and runs
+// triggered sweeps as they come. With Config.LeaderElection the periodic sweeps run
+// only while this replica holds the Lease; it keeps campaigning after losing it. Run
+// returns nil when ctx is cancelled; sweep failures are logged and retried next
+// interval, never returned.
+func (s *Sweeper) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.triggered(ctx)
+	}()
+	defer wg.Wait()
+	if s.cfg.LeaderElection == nil {
+		s.leader.Store(true)
+		defer s.leader.Store(false)
+		s.periodic(ctx)
+		return nil
+	}
+	le, err := s.elector()
+	if err != nil {
+		return err
+	}
+	for ctx.Err() == nil {
+		le.Run(ctx) // returns when leadership is lost or ctx ends
+		s.leader.Store(false)
+	}
+	return nil
+}
+
+func (s *Sweeper) elector() (*leaderelection.LeaderElector, error) {
+	c := *s.cfg.LeaderElection
+	if c.Client == nil {
+		c.Client = s.cfg.Client
+	}
+	if c.Client == nil || c.Namespace == "" {
+		return nil, core.Invalidf("leader-election", "gc: LeaderElection needs a Client and a Namespace")
+	}
+	if c.Name == "" {
+		c.Name = DefaultLeaseName
+	}
+	if c.Identity == "" {
+		host, _ := os.Hostname()
+		c.Identity = host + "_" + string(uuid.NewUUID())
+	}
+	if c.LeaseDuration == 0 {
+		c.LeaseDuration = 15 * time.Second
+	}
+	if c.RenewDeadline == 0 {
+		c.RenewDeadline = 10 * time.Second
+	}
+	if c.RetryPeriod == 0 {
+		c.RetryPeriod = 2 * time.Second
+	}
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, c.Namespace, c.Name,
+		c.Client.CoreV1(), c.Client.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: c.Identity})
+	if err != nil {
+		return nil, fmt.Errorf("gc: leader election lock: %w", err)
+	}
+	log := s.log.With("lease", c.Namespace+"/"+c.Name, "identity", c.Identity)
+	return leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock: lock, LeaseDuration: c.LeaseDuration, RenewDeadline: c.RenewDeadline, RetryPeriod: c.RetryPeriod,
+		ReleaseOnCancel: true, Name: c.Name,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				log.Info("leading: periodic sweeps start")
+				s.leader.Store(true)
+				s.periodic(ctx)
+			},
+			OnStoppedLeading: func() {
+				s.leader.Store(false)
+				log.Info("not leading: periodic sweeps stop")
+			},
+		},
+	})
+}
+
+func (s *Sweeper) periodic(ctx context.Context) {
+	t := time.NewTicker(s.cfg.Interval)
+	defer t.Stop()
+	for {
+		if _, err := s.SweepAll(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("periodic sweep had failures; retried next interval", "error", err, "interval", s.cfg.Interval)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (s *Sweeper) triggered(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.wake:
+		}
+		s.mu.Lock()
+		nss := make([]string, 0, len(s.pending))
+		for ns := range s.pending {
+			nss = append(nss, ns)
+		}
+		s.pending = map[string]bool{}
+		s.mu.Unlock()
+		for _, ns := range nss {
+			if ctx.Err() != nil {
+				return
+			}
+			_, _ = s.SweepNamespace(ctx, ns) // logged there
+		}
+	}
+}
+
+// Select returns p limited to the revisions of snap whose labels match sel (nil or
+// empty sel: p itself).
+func Select(p *Plan, snap *Snapshot, sel labels.Selector) *Plan {
+	if sel == nil || sel.Empty() {
+		return p
+	}
+	match := map[types.UID]bool{}
+	for _, r := range snap.Revisions {
+		if sel.Matches(labels.Set(r.Labels)) {
+			match[r.UID] = true
+		}
+	}
+	out := *p
+	out.Items = nil
+	for _, it := range p.Items {
+		if match[it.UID] {
+			out.Items = append(out.Items, it)
+		}
+	}
+	return &out
+}
