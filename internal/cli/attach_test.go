@@ -135,6 +135,22 @@ func TestLegacyJobArguments(t *testing.T) {
 			assert.Contains(t, uids, string(old.UID), "the existing owner survives")
 		}
 	}
+	controlplane.Eventually(t, 20*time.Second, "an Attached Event on each changed ConfigMap", func() error {
+		evs, err := kc.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=Attached"})
+		if err != nil {
+			return err
+		}
+		seen := map[string]bool{}
+		for _, ev := range evs.Items {
+			if ev.InvolvedObject.Kind == "ConfigMap" {
+				seen[ev.InvolvedObject.Name] = true
+			}
+		}
+		if !seen["app-a"] || !seen["app-b"] {
+			return fmt.Errorf("events for %v", seen)
+		}
+		return nil
+	})
 }
 
 func TestExitCodes(t *testing.T) {

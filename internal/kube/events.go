@@ -1,0 +1,65 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/reference"
+)
+
+// SyncRecorder records Kubernetes Events synchronously, one create per call. It suits
+// one-shot commands, which exit before client-go's asynchronous broadcaster would
+// flush; long-running services use record.EventRecorder instead. Failures are logged,
+// never returned: an Event is a courtesy, not part of the operation.
+type SyncRecorder struct {
+	Client    kubernetes.Interface
+	Component string
+	Logger    *slog.Logger
+	// Timeout bounds each create; zero means 5 s.
+	Timeout time.Duration
+}
+
+// Eventf implements core.Recorder (the record.EventRecorder method of the same name).
+func (r *SyncRecorder) Eventf(obj runtime.Object, eventtype, reason, messageFmt string, args ...interface{}) {
+	ref, err := reference.GetReference(scheme.Scheme, obj)
+	if err != nil {
+		r.log().Warn("cannot record event", "reason", reason, "err", err)
+		return
+	}
+	now := metav1.NewTime(time.Now())
+	ev := &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{Name: fmt.Sprintf("%s.%s", ref.Name, rand.String(10)), Namespace: ref.Namespace},
+		InvolvedObject: *ref,
+		Reason:         reason,
+		Message:        fmt.Sprintf(messageFmt, args...),
+		Type:           eventtype,
+		Source:         corev1.EventSource{Component: r.Component},
+		FirstTimestamp: now,
+		LastTimestamp:  now,
+		Count:          1,
+	}
+	timeout := r.Timeout
+	if timeout == 0 {
+		timeout = 5 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if _, err := r.Client.CoreV1().Events(ref.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+		r.log().Warn("cannot record event", "reason", reason, "object", ref.Name, "err", err)
+	}
+}
+
+func (r *SyncRecorder) log() *slog.Logger {
+	if r.Logger != nil {
+		return r.Logger
+	}
+	return slog.Default()
+}
