@@ -1,0 +1,289 @@
+// Package cache is an informer-backed core.Reader for long-running paths (the trigger
+// service, the watcher). ReplicaSets and Deployments come from typed shared informers,
+// Argo Rollouts from a dynamic informer started once the CRD exists, and ConfigMaps and
+// Secrets from metadata-only informers, so memory does not grow with their data.
+//
+// A cache miss falls back to a live GET (a ReplicaSet announced by an event may be
+// newer than the cache), so the Reader is always correct and costs no request in the
+// common case. Objects returned are shared with the informers: never mutate them.
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	"k8s.io/client-go/metadata/metadatainformer"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/configmap-attacher/configmap-attacher/internal/core"
+	"github.com/configmap-attacher/configmap-attacher/internal/kube"
+)
+
+// Options configure a Cache.
+type Options struct {
+	// Namespace limits every informer to one namespace; empty means all namespaces.
+	Namespace string
+	// Secrets enables the Secret metadata informer. Without it, Secret metadata is read
+	// live (and only when the service allows Secrets at all).
+	Secrets bool
+	// Resync is the informers' resync period; zero means none.
+	Resync time.Duration
+	// RolloutPoll is how often to look for the Argo Rollouts CRD while it is absent;
+	// zero means 30s.
+	RolloutPoll time.Duration
+	// Logger receives the cache's logs; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Cache implements core.Reader from shared informers. Create it with New, start it
+// with Run; it is safe for concurrent use.
+type Cache struct {
+	clients *kube.Clients
+	opts    Options
+	log     *slog.Logger
+
+	typed    informers.SharedInformerFactory
+	metadata metadatainformer.SharedInformerFactory
+	dynamic  dynamicinformer.DynamicSharedInformerFactory
+
+	rsLister  appslisters.ReplicaSetLister
+	depLister appslisters.DeploymentLister
+	cmInf     toolscache.SharedIndexInformer
+	secInf    toolscache.SharedIndexInformer
+	synced    []toolscache.InformerSynced
+
+	rollouts     atomic.Pointer[toolscache.SharedIndexInformer]
+	running      atomic.Bool
+	hasSyncedAll atomic.Bool
+
+	misses sync.Map // resource -> *atomic.Int64, for tests and metrics
+}
+
+var _ core.Reader = (*Cache)(nil)
+
+// New builds the informers (nothing is started). clients must carry Kube, Dynamic and
+// Metadata clients.
+func New(clients *kube.Clients, opts Options) (*Cache, error) {
+	if clients == nil || clients.Kube == nil || clients.Dynamic == nil || clients.Metadata == nil {
+		return nil, errors.New("cache: Kube, Dynamic and Metadata clients are required")
+	}
+	if opts.RolloutPoll == 0 {
+		opts.RolloutPoll = 30 * time.Second
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	c := &Cache{clients: clients, opts: opts, log: log.With("component", "cache")}
+	c.typed = informers.NewSharedInformerFactoryWithOptions(clients.Kube, opts.Resync,
+		informers.WithNamespace(opts.Namespace), informers.WithTransform(StripManagedFields))
+	c.metadata = metadatainformer.NewFilteredSharedInformerFactory(clients.Metadata, opts.Resync, opts.Namespace, nil)
+	c.dynamic = dynamicinformer.NewFilteredDynamicSharedInformerFactory(clients.Dynamic, opts.Resync, opts.Namespace, nil)
+
+	rs := c.typed.Apps().V1().ReplicaSets()
+	dep := c.typed.Apps().V1().Deployments()
+	c.rsLister, c.depLister = rs.Lister(), dep.Lister()
+	c.synced = append(c.synced, rs.Informer().HasSynced, dep.Informer().HasSynced)
+
+	c.cmInf = c.metadata.ForResource(core.ConfigMapGVR).Informer()
+	if err := c.cmInf.SetTransform(StripManagedFields); err != nil {
+		return nil, fmt.Errorf("cache: ConfigMap transform: %w", err)
+	}
+	c.synced = append(c.synced, c.cmInf.HasSynced)
+	if opts.Secrets {
+		c.secInf = c.metadata.ForResource(core.SecretGVR).Informer()
+		if err := c.secInf.SetTransform(StripManagedFields); err != nil {
+			return nil, fmt.Errorf("cache: Secret transform: %w", err)
+		}
+		c.synced = append(c.synced, c.secInf.HasSynced)
+	}
+	return c, nil
+}
+
+// StripManagedFields is the informers' transform: it drops metadata.managedFields,
+// which the core never reads and which can be most of an object's size. It returns
+// other values unchanged.
+func StripManagedFields(obj any) (any, error) {
+	if a, err := meta.Accessor(obj); err == nil {
+		a.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+// Run starts the informers and blocks until ctx ends. The Argo Rollouts informer starts
+// when the rollouts.argoproj.io resource is served (checked now, then every
+// Options.RolloutPoll). Run returns nil when ctx ends.
+func (c *Cache) Run(ctx context.Context) error {
+	if !c.running.CompareAndSwap(false, true) {
+		return errors.New("cache: Run called twice")
+	}
+	c.typed.Start(ctx.Done())
+	c.metadata.Start(ctx.Done())
+	defer c.typed.Shutdown()
+	defer c.metadata.Shutdown()
+	defer c.dynamic.Shutdown()
+
+	t := time.NewTicker(c.opts.RolloutPoll)
+	defer t.Stop()
+	for {
+		if c.rollouts.Load() == nil {
+			c.tryStartRollouts(ctx)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func (c *Cache) tryStartRollouts(ctx context.Context) {
+	rl, err := c.clients.Kube.Discovery().ServerResourcesForGroupVersion(core.RolloutGroup + "/" + core.RolloutVersion)
+	if err != nil {
+		if !apierrors.IsNotFound(err) {
+			c.log.Debug("looking for the Argo Rollouts API", "err", err)
+		}
+		return
+	}
+	for _, r := range rl.APIResources {
+		if r.Name == core.RolloutResource {
+			inf := c.dynamic.ForResource(core.RolloutGVR).Informer()
+			if err := inf.SetTransform(StripManagedFields); err != nil {
+				c.log.Warn("Rollout informer transform", "err", err)
+			}
+			c.dynamic.Start(ctx.Done())
+			c.rollouts.Store(&inf)
+			c.log.Info("Argo Rollouts API found: caching Rollouts")
+			return
+		}
+	}
+}
+
+// HasSynced reports whether every started informer has completed its initial list
+// (the Rollout informer only once the CRD exists). It is what /readyz reports.
+func (c *Cache) HasSynced() bool {
+	if c.hasSyncedAll.Load() {
+		return c.rolloutsSynced()
+	}
+	for _, s := range c.synced {
+		if !s() {
+			return false
+		}
+	}
+	c.hasSyncedAll.Store(true)
+	return c.rolloutsSynced()
+}
+
+func (c *Cache) rolloutsSynced() bool {
+	inf := c.rollouts.Load()
+	return inf == nil || (*inf).HasSynced()
+}
+
+// WaitForSync blocks until HasSynced or ctx ends (then it returns ctx's error).
+func (c *Cache) WaitForSync(ctx context.Context) error {
+	if !toolscache.WaitForCacheSync(ctx.Done(), c.HasSynced) {
+		return fmt.Errorf("waiting for informer caches: %w", context.Cause(ctx))
+	}
+	return nil
+}
+
+// Misses returns how many reads of resource ("replicasets", "deployments", "rollouts",
+// "configmaps", "secrets") fell back to a live GET.
+func (c *Cache) Misses(resource string) int64 {
+	if v, ok := c.misses.Load(resource); ok {
+		return v.(*atomic.Int64).Load()
+	}
+	return 0
+}
+
+func (c *Cache) miss(resource string) {
+	v, _ := c.misses.LoadOrStore(resource, new(atomic.Int64))
+	v.(*atomic.Int64).Add(1)
+}
+
+// inScope reports whether namespace is watched by the informers.
+func (c *Cache) inScope(namespace string) bool {
+	return c.opts.Namespace == "" || c.opts.Namespace == namespace
+}
+
+// ReplicaSet implements core.Reader: the cached ReplicaSet, else a live GET.
+func (c *Cache) ReplicaSet(ctx context.Context, namespace, name string) (*appsv1.ReplicaSet, error) {
+	if c.inScope(namespace) {
+		if rs, err := c.rsLister.ReplicaSets(namespace).Get(name); err == nil {
+			return rs, nil
+		}
+	}
+	c.miss("replicasets")
+	return c.clients.Kube.AppsV1().ReplicaSets(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+// Deployment implements core.Reader: the cached Deployment, else a live GET.
+func (c *Cache) Deployment(ctx context.Context, namespace, name string) (*appsv1.Deployment, error) {
+	if c.inScope(namespace) {
+		if d, err := c.depLister.Deployments(namespace).Get(name); err == nil {
+			return d, nil
+		}
+	}
+	c.miss("deployments")
+	return c.clients.Kube.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+// Rollout implements core.Reader: the cached Rollout, else a live GET (which answers
+// NotFound while the Argo Rollouts CRD is not installed).
+func (c *Cache) Rollout(ctx context.Context, namespace, name string) (*unstructured.Unstructured, error) {
+	if inf := c.rollouts.Load(); inf != nil && c.inScope(namespace) {
+		if obj, ok, err := (*inf).GetStore().GetByKey(namespace + "/" + name); err == nil && ok {
+			if u, ok := obj.(*unstructured.Unstructured); ok {
+				return u, nil
+			}
+		}
+	}
+	c.miss("rollouts")
+	return c.clients.Dynamic.Resource(core.RolloutGVR).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+// ObjectMeta implements core.Reader: the cached metadata of a ConfigMap or Secret, else
+// a live metadata-only GET.
+func (c *Cache) ObjectMeta(ctx context.Context, kind core.Kind, namespace, name string) (*metav1.PartialObjectMetadata, error) {
+	inf := c.cmInf
+	if kind == core.KindSecret {
+		inf = c.secInf
+	}
+	if inf != nil && c.inScope(namespace) {
+		if obj, ok, err := inf.GetStore().GetByKey(namespace + "/" + name); err == nil && ok {
+			if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
+				return m, nil
+			}
+		}
+	}
+	gvr := kind.GVR()
+	c.miss(gvr.Resource)
+	return c.clients.Metadata.Resource(gvr).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+// GVRs lists the resources the cache lists and watches (for RBAC documentation).
+func GVRs(secrets bool) []schema.GroupVersionResource {
+	out := []schema.GroupVersionResource{
+		{Group: "apps", Version: "v1", Resource: "replicasets"},
+		{Group: "apps", Version: "v1", Resource: "deployments"},
+		core.RolloutGVR, core.ConfigMapGVR,
+	}
+	if secrets {
+		out = append(out, core.SecretGVR)
+	}
+	return out
+}

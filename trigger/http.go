@@ -1,0 +1,283 @@
+package trigger
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/binding"
+	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/configmap-attacher/configmap-attacher/eventsource"
+	"github.com/configmap-attacher/configmap-attacher/internal/core"
+)
+
+// SpecHeaderPrefix prefixes the HTTP headers that carry trigger spec keys, e.g.
+// X-Configmap-Attacher-ConfigMaps: a,b (header names are case-insensitive).
+const SpecHeaderPrefix = "X-Configmap-Attacher-"
+
+// HTTPOptions configure an HTTPServer.
+type HTTPOptions struct {
+	// TLS, when set, serves HTTPS.
+	TLS *tls.Config
+	// MaxBodyBytes bounds a request body (413 beyond); zero means
+	// eventsource.MaxPayloadBytes.
+	MaxBodyBytes int64
+	// ShutdownTimeout bounds the graceful shutdown; zero means 30s.
+	ShutdownTimeout time.Duration
+}
+
+// HTTPServer is the HTTP receiver:
+//
+//	POST /        an event: CloudEvent (binary or structured mode) or plain JSON (Argo
+//	              Events' HTTP trigger); the trigger spec comes from query parameters
+//	              (?configMaps=a,b&dryRun=true) or X-Configmap-Attacher-<Key> headers.
+//	              200 with the JSON Response; 400 bad input (JSON {"error","field"});
+//	              409 refused by a safety rule; 413 body too large; 415 content type
+//	              not JSON / CloudEvents; 429 too many events in flight; 503 cluster
+//	              unavailable, timeout or shutting down (both with Retry-After); 500 an
+//	              object failed permanently (the JSON Response says which).
+//	GET /healthz  200 while the process serves.
+//	GET /readyz   200 once the caches have synced, 503 before and while shutting down.
+//	GET /metrics  Prometheus metrics.
+type HTTPServer struct {
+	svc      *Service
+	lis      net.Listener
+	srv      *http.Server
+	maxBody  int64
+	shutdown time.Duration
+	stopping atomic.Bool
+}
+
+// NewHTTPServer returns an HTTP receiver for svc on lis. Run serves it.
+func NewHTTPServer(svc *Service, lis net.Listener, o HTTPOptions) *HTTPServer {
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = eventsource.MaxPayloadBytes
+	}
+	if o.ShutdownTimeout <= 0 {
+		o.ShutdownTimeout = 30 * time.Second
+	}
+	if o.TLS != nil {
+		lis = tls.NewListener(lis, o.TLS)
+	}
+	s := &HTTPServer{svc: svc, lis: lis, maxBody: o.MaxBodyBytes, shutdown: o.ShutdownTimeout}
+	s.srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
+		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+	return s
+}
+
+// Addr returns the listener's address.
+func (s *HTTPServer) Addr() net.Addr { return s.lis.Addr() }
+
+// Handler returns the receiver's routes (also usable with httptest).
+func (s *HTTPServer) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", s.serveEvent)
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { plain(w, http.StatusOK, "ok") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		switch {
+		case s.stopping.Load():
+			plain(w, http.StatusServiceUnavailable, "shutting down")
+		case !s.svc.Ready():
+			plain(w, http.StatusServiceUnavailable, "caches not synced")
+		default:
+			plain(w, http.StatusOK, "ok")
+		}
+	})
+	mux.Handle("/metrics", promhttp.HandlerFor(s.svc.metrics.Registry, promhttp.HandlerOpts{}))
+	return mux
+}
+
+// Run serves until ctx ends, then shuts down gracefully: /readyz turns 503, new
+// connections are refused and requests in flight finish (bounded by the shutdown
+// timeout). It returns nil after a clean stop.
+func (s *HTTPServer) Run(ctx context.Context) error {
+	errc := make(chan error, 1)
+	go func() { errc <- s.srv.Serve(s.lis) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("HTTP server on %s: %w", s.lis.Addr(), err)
+	case <-ctx.Done():
+	}
+	s.stopping.Store(true)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.shutdown)
+	defer cancel()
+	err := s.srv.Shutdown(sctx)
+	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
+		return fmt.Errorf("HTTP server on %s: %w", s.lis.Addr(), serr)
+	}
+	if err != nil {
+		return fmt.Errorf("HTTP server shutdown: %w", err)
+	}
+	return nil
+}
+
+type errorBody struct {
+	Error string `json:"error"`
+	Field string `json:"field,omitempty"`
+}
+
+func (s *HTTPServer) serveEvent(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/" {
+		writeJSON(w, http.StatusNotFound, errorBody{Error: "not found; POST events to /"})
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeJSON(w, http.StatusMethodNotAllowed, errorBody{Error: "POST an event to /"})
+		return
+	}
+	status, body := s.event(r)
+	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	writeJSON(w, status, body)
+}
+
+func (s *HTTPServer) reject(status int, err error) (int, any) {
+	s.svc.metrics.Reject("http", err)
+	if status == 0 {
+		status = HTTPStatus(err)
+	}
+	return status, errorBody{Error: err.Error(), Field: FieldOf(err)}
+}
+
+// event handles POST / and returns the status and JSON body.
+func (s *HTTPServer) event(r *http.Request) (int, any) {
+	if s.stopping.Load() {
+		return s.reject(http.StatusServiceUnavailable, errors.New("shutting down; retry"))
+	}
+	binary := r.Header.Get("Ce-Specversion") != ""
+	ct := r.Header.Get("Content-Type")
+	mt := ""
+	if ct != "" {
+		var err error
+		if mt, _, err = mime.ParseMediaType(ct); err != nil {
+			return s.reject(http.StatusUnsupportedMediaType, fmt.Errorf("content type %q: %w", clip(ct), err))
+		}
+	}
+	switch {
+	case mt == "application/cloudevents-batch+json":
+		return s.reject(http.StatusUnsupportedMediaType, errors.New("CloudEvents batch mode is not supported; send one event per request"))
+	case mt == "application/cloudevents+json" && !binary:
+	case mt == "" || eventsource.IsJSONContentType(mt):
+	default:
+		return s.reject(http.StatusUnsupportedMediaType, fmt.Errorf("content type %q is not supported: send application/json, application/cloudevents+json, or a binary-mode CloudEvent with JSON data", clip(mt)))
+	}
+	if r.ContentLength > s.maxBody {
+		return s.reject(http.StatusRequestEntityTooLarge, fmt.Errorf("body is %d bytes, at most %d are accepted", r.ContentLength, s.maxBody))
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, s.maxBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return s.reject(http.StatusRequestEntityTooLarge, fmt.Errorf("body exceeds %d bytes", s.maxBody))
+		}
+		return s.reject(http.StatusBadRequest, fmt.Errorf("reading the body: %w", err))
+	}
+	opts, err := specFromRequest(r)
+	if err != nil {
+		return s.reject(0, err)
+	}
+	var d eventsource.Decoded
+	if binary {
+		d, err = decodeBinary(r.Context(), r.Header, body)
+	} else {
+		d, err = eventsource.Decode(body)
+	}
+	if errors.Is(err, eventsource.ErrNotAdd) {
+		return http.StatusOK, s.svc.Ignore("http", d, err)
+	}
+	if err != nil {
+		return s.reject(0, err)
+	}
+	resp, err := s.svc.Handle(r.Context(), "http", opts, d)
+	if err != nil && Classify(err) != ClassFailed {
+		return HTTPStatus(err), errorBody{Error: err.Error(), Field: FieldOf(err)}
+	}
+	return HTTPStatus(err), resp
+}
+
+// decodeBinary reads a binary-mode CloudEvent (ce-* headers, data in the body) with the
+// CloudEvents SDK and decodes it.
+func decodeBinary(ctx context.Context, h http.Header, body []byte) (eventsource.Decoded, error) {
+	msg := cehttp.NewMessage(h, io.NopCloser(bytes.NewReader(body)))
+	defer func() { _ = msg.Finish(nil) }()
+	ev, err := binding.ToEvent(ctx, msg)
+	if err != nil {
+		return eventsource.Decoded{}, core.Invalidf("cloudevent", "not a valid binary-mode CloudEvent: %s", clip(oneLine(err.Error())))
+	}
+	return eventsource.DecodeEvent(*ev)
+}
+
+// specKeys maps lower-cased spec keys to their spelling.
+var specKeys = func() map[string]string {
+	m := map[string]string{}
+	for k := range core.DefaultOptions().Spec() {
+		m[strings.ToLower(k)] = k
+	}
+	return m
+}()
+
+// specFromRequest builds the trigger spec from query parameters and
+// X-Configmap-Attacher-<Key> headers. A key given twice with different values, or an
+// unknown key, is a *core.FieldError naming it.
+func specFromRequest(r *http.Request) (core.Options, error) {
+	spec := map[string]string{}
+	set := func(k, v string) error {
+		if canon, ok := specKeys[strings.ToLower(k)]; ok {
+			k = canon
+		}
+		if old, ok := spec[k]; ok && old != v {
+			return core.Invalidf(clip(k), "given more than once with different values")
+		}
+		spec[k] = v
+		return nil
+	}
+	for k, vs := range r.URL.Query() {
+		for _, v := range vs {
+			if err := set(k, v); err != nil {
+				return core.Options{}, err
+			}
+		}
+	}
+	for k, vs := range r.Header {
+		if len(k) <= len(SpecHeaderPrefix) || !strings.EqualFold(k[:len(SpecHeaderPrefix)], SpecHeaderPrefix) {
+			continue
+		}
+		for _, v := range vs {
+			if err := set(k[len(SpecHeaderPrefix):], v); err != nil {
+				return core.Options{}, err
+			}
+		}
+	}
+	return core.ParseSpec(spec)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error":"encoding the answer failed"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+func plain(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, msg+"\n")
+}

@@ -1,0 +1,59 @@
+package trigger
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Metrics are the service's Prometheus metrics, in their own registry (so that several
+// services can live in one process, e.g. in tests).
+type Metrics struct {
+	// Registry holds every metric below plus the Go and process collectors.
+	Registry *prometheus.Registry
+
+	events   *prometheus.CounterVec
+	objects  *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	inFlight prometheus.Gauge
+}
+
+// NewMetrics returns a fresh set of metrics:
+//
+//	configmap_attacher_events_total{path,result}            events handled, by error class
+//	configmap_attacher_objects_total{outcome}               ConfigMaps/Secrets considered, by outcome
+//	configmap_attacher_event_duration_seconds{path}          time to handle one event
+//	configmap_attacher_events_in_flight                      events being handled
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "configmap_attacher_events_total",
+			Help: "Events handled, by ingress path and result (ok, ignored, invalid, refused, unavailable, deadline, busy, ...)."},
+			[]string{"path", "result"}),
+		objects: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "configmap_attacher_objects_total",
+			Help: "ConfigMaps and Secrets considered, by outcome (attached, already-attached, skipped, ...)."},
+			[]string{"outcome"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "configmap_attacher_event_duration_seconds",
+			Help: "Time to handle one event.", Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12)}, []string{"path"}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "configmap_attacher_events_in_flight",
+			Help: "Events being handled now."}),
+	}
+	m.Registry.MustRegister(m.events, m.objects, m.duration, m.inFlight,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Reject counts an event refused before reaching the service (bad payload, body too
+// large, wrong content type).
+func (m *Metrics) Reject(path string, err error) {
+	m.events.WithLabelValues(path, string(Classify(err))).Inc()
+}
+
+func (m *Metrics) observe(path string, start time.Time, r *Response, err error) {
+	m.duration.WithLabelValues(path).Observe(time.Since(start).Seconds())
+	m.events.WithLabelValues(path, string(Classify(err))).Inc()
+	for _, o := range r.Objects {
+		m.objects.WithLabelValues(string(o.Outcome)).Inc()
+	}
+}
