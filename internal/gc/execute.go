@@ -79,6 +79,10 @@ type Executor struct {
 	Metrics *Metrics
 	// Logger receives one line per action; nil means slog.Default().
 	Logger *slog.Logger
+	// ServerDryRun sends every delete with dryRun=All (kubectl's --dry-run=server): the
+	// apiserver checks the preconditions and permissions and persists nothing; deletes
+	// that would succeed are reported as would-delete and repairs as would-repair.
+	ServerDryRun bool
 }
 
 // Execute deletes every Delete item of p with metav1.Preconditions{UID,
@@ -113,7 +117,7 @@ func (e *Executor) Execute(ctx context.Context, p *Plan, dryRun bool) (*Report, 
 			}
 		case Repair:
 			res.Outcome = OutcomeWouldRepair
-			if dryRun || e.Attacher == nil {
+			if dryRun || e.ServerDryRun || e.Attacher == nil {
 				break
 			}
 			for _, rs := range it.Repair {
@@ -158,6 +162,9 @@ type repairTarget struct {
 func (e *Executor) delete(ctx context.Context, log *slog.Logger, p *Plan, it Item) (Outcome, string) {
 	uid, rv := it.UID, it.ResourceVersion
 	opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}}
+	if e.ServerDryRun {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
 	var err error
 	if it.Kind == core.KindSecret {
 		err = e.Client.CoreV1().Secrets(p.Namespace).Delete(ctx, it.Name, opts)
@@ -165,6 +172,8 @@ func (e *Executor) delete(ctx context.Context, log *slog.Logger, p *Plan, it Ite
 		err = e.Client.CoreV1().ConfigMaps(p.Namespace).Delete(ctx, it.Name, opts)
 	}
 	switch {
+	case err == nil && e.ServerDryRun:
+		return OutcomeWouldDelete, ""
 	case err == nil:
 		log.Info("collected orphan revision", "kind", it.Kind, "name", it.Name, "uid", it.UID, "family", it.Family, "reason", it.Reason)
 		e.count(e.Metrics.deleted(e.Cluster, string(it.Kind)))

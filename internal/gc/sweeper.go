@@ -64,8 +64,11 @@ type Config struct {
 	// Selector, when set, limits the plan to revisions whose labels match it. Planning
 	// still sees every opted-in revision, so keep-N ranks whole families.
 	Selector labels.Selector
-	// DryRun makes every sweep report without writing.
+	// DryRun makes every sweep report without writing (client-side: no request but reads).
 	DryRun bool
+	// ServerDryRun makes every sweep send its deletes with dryRun=All (see
+	// Executor.ServerDryRun); ignored when DryRun is set.
+	ServerDryRun bool
 	// LeaderElection, when set, makes Run's periodic sweeps leader-only.
 	LeaderElection *LeaderElection
 	// Clock returns the time for planning; nil means time.Now.
@@ -90,6 +93,9 @@ type Sweeper struct {
 
 // NewSweeper validates cfg and returns a Sweeper. Errors wrap core.ErrInvalid.
 func NewSweeper(cfg Config) (*Sweeper, error) {
+	if cfg.ServerDryRun && cfg.Recorder != nil {
+		cfg.Recorder = nil // nothing is deleted: record nothing
+	}
 	if cfg.Client == nil && !cfg.DryRun {
 		return nil, core.Invalidf("client", "gc: Config.Client is required")
 	}
@@ -115,7 +121,7 @@ func NewSweeper(cfg Config) (*Sweeper, error) {
 	log = log.With("component", "gc")
 	return &Sweeper{cfg: cfg, log: log, pending: map[string]bool{}, wake: make(chan struct{}, 1),
 		exec: &Executor{Cluster: cfg.Cluster, Client: cfg.Client, Attacher: cfg.Attacher, AllowSecrets: cfg.AllowSecrets,
-			Recorder: cfg.Recorder, Metrics: cfg.Metrics, Logger: log}}, nil
+			Recorder: cfg.Recorder, Metrics: cfg.Metrics, Logger: log, ServerDryRun: cfg.ServerDryRun}}, nil
 }
 
 // IsLeader reports whether this Sweeper currently holds the Lease (always true without
