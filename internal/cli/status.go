@@ -1,0 +1,441 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/duration"
+
+	"github.com/configmap-attacher/configmap-attacher/internal/core"
+	"github.com/configmap-attacher/configmap-attacher/internal/gc"
+)
+
+func init() { register(newStatusCommand) }
+
+// StatusOptions are the flags of `configmap-attacher status`.
+type StatusOptions struct {
+	ClusterFlags
+	// Output is text (a tree, default) or json.
+	Output string
+	// Watch re-renders whenever the status changes, polling every Interval.
+	Watch    bool
+	Interval time.Duration
+	// MinAge and Keep classify orphans as the gc command would.
+	MinAge time.Duration
+	Keep   int
+}
+
+// DefaultStatusOptions returns the defaults: text output, 2s watch interval, gc defaults.
+func DefaultStatusOptions() StatusOptions {
+	return StatusOptions{Output: "text", Interval: 2 * time.Second, MinAge: gc.DefaultMinAge, Keep: gc.DefaultKeep}
+}
+
+// AddFlags binds the options to fs.
+func (o *StatusOptions) AddFlags(fs *pflag.FlagSet) {
+	o.ClusterFlags.AddFlags(fs)
+	fs.StringVarP(&o.Output, "output", "o", o.Output, "output format: text (tree) or json")
+	fs.BoolVarP(&o.Watch, "watch", "w", o.Watch, "re-render whenever the status changes (Ctrl-C to stop)")
+	fs.DurationVar(&o.Interval, "interval", o.Interval, "how often --watch reads the cluster")
+	fs.DurationVar(&o.MinAge, "gc-min-age", o.MinAge, "grace period used to classify orphans (as gc)")
+	fs.IntVar(&o.Keep, "gc-keep", o.Keep, "keep-N used to classify orphans (as gc)")
+}
+
+// Validate checks the options; errors are usage errors (exit 2).
+func (o *StatusOptions) Validate() (labels.Selector, error) {
+	if o.Output != "text" && o.Output != "json" {
+		return nil, usagef("--output %q: want text or json", o.Output)
+	}
+	if o.Interval <= 0 {
+		return nil, usagef("--interval must be positive")
+	}
+	if err := (gc.Options{MinAge: o.MinAge, Keep: o.Keep}).Validate(); err != nil {
+		return nil, usageError{err}
+	}
+	return o.ClusterFlags.validate()
+}
+
+func newStatusCommand(s *Streams) *cobra.Command {
+	o := DefaultStatusOptions()
+	cmd := &cobra.Command{
+		Use:   "status [-n NAMESPACE | -A] [-o text|json] [--watch]",
+		Short: "Show, per workload, which ReplicaSet owns which config revision, and the orphans",
+		Long: `status prints a tree per workload: workload -> ReplicaSets (revision, pod hash,
+ready/desired replicas, age) -> the revisions each owns, and the revisions each uses
+without owning them; then the revisions referenced but not attached, and the orphans
+(referenced by nothing, owned by nothing live) with what gc would do with them.
+
+Exit codes: 0 success, 1 failure (one-line reason on stderr), 2 usage error.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.Run(cmd.Context(), s) },
+	}
+	o.AddFlags(cmd.Flags())
+	return cmd
+}
+
+// StatusReport is the status of one namespace (`status -o json` prints one per namespace).
+type StatusReport struct {
+	Namespace string           `json:"namespace"`
+	Workloads []WorkloadStatus `json:"workloads"`
+	// Unattached are revisions some object references but no referencing ReplicaSet owns.
+	Unattached []gc.Item `json:"unattached"`
+	// Orphaned are revisions nothing references and nothing live owns.
+	Orphaned []gc.Item `json:"orphaned"`
+}
+
+// WorkloadStatus is one workload and its ReplicaSets.
+type WorkloadStatus struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+	// Via is the workload a Rollout's spec.workloadRef names ("Deployment/name").
+	Via         string             `json:"via,omitempty"`
+	ReplicaSets []ReplicaSetStatus `json:"replicaSets,omitempty"`
+	// Uses lists the revisions a workload without ReplicaSets (StatefulSet, DaemonSet,
+	// Job, CronJob, Pod) references.
+	Uses []RevisionRef `json:"uses,omitempty"`
+}
+
+// ReplicaSetStatus is one ReplicaSet and its revisions.
+type ReplicaSetStatus struct {
+	Name          string        `json:"name"`
+	UID           types.UID     `json:"uid"`
+	Revision      string        `json:"revision,omitempty"`
+	PodHash       string        `json:"podHash,omitempty"`
+	Replicas      int32         `json:"replicas"`
+	ReadyReplicas int32         `json:"readyReplicas"`
+	Created       time.Time     `json:"created"`
+	Owns          []RevisionRef `json:"owns"`
+	// Unattached lists revisions it references but does not own (gc repairs them).
+	Unattached []RevisionRef `json:"unattached,omitempty"`
+}
+
+// RevisionRef names a revision.
+type RevisionRef struct {
+	Kind   core.Kind `json:"kind"`
+	Name   string    `json:"name"`
+	Family string    `json:"family,omitempty"`
+}
+
+// BuildStatus derives a namespace's status from its snapshot and plan (pure).
+func BuildStatus(snap *gc.Snapshot, plan *gc.Plan) StatusReport {
+	rep := StatusReport{Namespace: snap.Namespace, Workloads: []WorkloadStatus{}, Unattached: []gc.Item{}, Orphaned: []gc.Item{}}
+	items := map[types.UID]gc.Item{}
+	byName := map[string]gc.Item{}
+	for _, it := range plan.Items {
+		items[it.UID] = it
+		byName[string(it.Kind)+"/"+it.Name] = it
+	}
+	owners := map[types.UID][]RevisionRef{} // owner UID -> revisions it owns
+	for _, r := range snap.Revisions {
+		it, ok := items[r.UID]
+		if !ok {
+			continue
+		}
+		for _, or := range r.OwnerReferences {
+			owners[or.UID] = append(owners[or.UID], RevisionRef{Kind: r.Kind, Name: r.Name, Family: it.Family})
+		}
+	}
+	groups := map[string]*WorkloadStatus{}
+	var order []string
+	group := func(kind, name string) *WorkloadStatus {
+		k := kind + "/" + name
+		if g, ok := groups[k]; ok {
+			return g
+		}
+		g := &WorkloadStatus{Kind: kind, Name: name}
+		groups[k] = g
+		order = append(order, k)
+		return g
+	}
+	for i := range snap.Workloads {
+		w := &snap.Workloads[i]
+		switch w.Kind {
+		case core.RolloutKind:
+			g := group(w.Kind, w.Name)
+			if w.WorkloadRef != nil {
+				g.Via = w.WorkloadRef.Kind + "/" + w.WorkloadRef.Name
+			}
+		case "Deployment":
+			group(w.Kind, w.Name)
+		case "ReplicaSet":
+			kind, name := "ReplicaSet", w.Name
+			if c := controllerOf(w.OwnerReferences); c != nil && (c.Kind == core.RolloutKind || c.Kind == "Deployment") {
+				kind, name = c.Kind, c.Name
+			}
+			rs := ReplicaSetStatus{Name: w.Name, UID: w.UID, Revision: w.Revision, PodHash: w.PodHash, Replicas: w.Replicas,
+				ReadyReplicas: w.ReadyReplicas, Created: w.Created, Owns: owners[w.UID]}
+			if rs.Owns == nil {
+				rs.Owns = []RevisionRef{}
+			}
+			for _, ref := range w.Refs {
+				it, ok := byName[string(ref.Kind)+"/"+ref.Name]
+				if !ok || containsRev(rs.Owns, ref.Kind, ref.Name) {
+					continue
+				}
+				rs.Unattached = append(rs.Unattached, RevisionRef{Kind: ref.Kind, Name: ref.Name, Family: it.Family})
+			}
+			g := group(kind, name)
+			g.ReplicaSets = append(g.ReplicaSets, rs)
+		default:
+			var uses []RevisionRef
+			for _, ref := range w.Refs {
+				if it, ok := byName[string(ref.Kind)+"/"+ref.Name]; ok {
+					uses = append(uses, RevisionRef{Kind: ref.Kind, Name: ref.Name, Family: it.Family})
+				}
+			}
+			if len(uses) > 0 || len(owners[w.UID]) > 0 {
+				g := group(w.Kind, w.Name)
+				g.Uses = append(uses, owners[w.UID]...)
+			}
+		}
+	}
+	sort.Strings(order)
+	for _, k := range order {
+		g := groups[k]
+		sort.Slice(g.ReplicaSets, func(i, j int) bool {
+			a, b := g.ReplicaSets[i], g.ReplicaSets[j]
+			ra, ea := strconv.Atoi(a.Revision)
+			rb, eb := strconv.Atoi(b.Revision)
+			if ea == nil && eb == nil && ra != rb {
+				return ra > rb
+			}
+			if !a.Created.Equal(b.Created) {
+				return a.Created.After(b.Created)
+			}
+			return a.Name < b.Name
+		})
+		rep.Workloads = append(rep.Workloads, *g)
+	}
+	for _, it := range plan.Items {
+		switch {
+		case it.Decision == gc.Repair || (len(it.ReferencedBy) > 0 && len(it.Owners) == 0):
+			rep.Unattached = append(rep.Unattached, it)
+		case len(it.ReferencedBy) == 0 && len(it.Owners) == 0:
+			rep.Orphaned = append(rep.Orphaned, it)
+		}
+	}
+	return rep
+}
+
+func controllerOf(refs []metav1.OwnerReference) *metav1.OwnerReference {
+	for i := range refs {
+		if refs[i].Controller != nil && *refs[i].Controller {
+			return &refs[i]
+		}
+	}
+	return nil
+}
+
+func containsRev(rs []RevisionRef, kind core.Kind, name string) bool {
+	for _, r := range rs {
+		if r.Kind == kind && r.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// RenderStatus writes rep as a tree (like `kubectl argo rollouts get rollout`). now is
+// the clock ages are computed against.
+func RenderStatus(w io.Writer, rep StatusReport, now time.Time) {
+	age := func(t time.Time) string { return duration.ShortHumanDuration(now.Sub(t)) }
+	fmt.Fprintf(w, "Namespace: %s\n", rep.Namespace)
+	if len(rep.Workloads) == 0 {
+		fmt.Fprintln(w, "  (no workloads using or owning revisions)")
+	}
+	for _, g := range rep.Workloads {
+		title := g.Kind + " " + g.Name
+		if g.Via != "" {
+			title += " (template from " + g.Via + ")"
+		}
+		fmt.Fprintln(w, title)
+		type line struct {
+			text     string
+			children []string
+		}
+		var lines []line
+		for _, rs := range g.ReplicaSets {
+			t := fmt.Sprintf("ReplicaSet %s", rs.Name)
+			var meta []string
+			if rs.Revision != "" {
+				meta = append(meta, "revision:"+rs.Revision)
+			}
+			if rs.PodHash != "" {
+				meta = append(meta, "hash:"+rs.PodHash)
+			}
+			meta = append(meta, fmt.Sprintf("ready:%d/%d", rs.ReadyReplicas, rs.Replicas), "age:"+age(rs.Created))
+			t += "  " + strings.Join(meta, "  ")
+			var ch []string
+			for _, r := range rs.Owns {
+				ch = append(ch, fmt.Sprintf("%s %s  owned  family:%s", r.Kind, r.Name, r.Family))
+			}
+			for _, r := range rs.Unattached {
+				ch = append(ch, fmt.Sprintf("%s %s  used, NOT attached  family:%s", r.Kind, r.Name, r.Family))
+			}
+			if len(ch) == 0 {
+				ch = append(ch, "(no revisions)")
+			}
+			lines = append(lines, line{t, ch})
+		}
+		for _, r := range g.Uses {
+			lines = append(lines, line{text: fmt.Sprintf("%s %s  used  family:%s", r.Kind, r.Name, r.Family)})
+		}
+		for i, l := range lines {
+			branch, indent := "├── ", "│   "
+			if i == len(lines)-1 {
+				branch, indent = "└── ", "    "
+			}
+			fmt.Fprintln(w, branch+l.text)
+			for j, c := range l.children {
+				b := "├── "
+				if j == len(l.children)-1 {
+					b = "└── "
+				}
+				fmt.Fprintln(w, indent+b+c)
+			}
+		}
+	}
+	section := func(title string, items []gc.Item, detail func(gc.Item) string) {
+		fmt.Fprintf(w, "%s: %d\n", title, len(items))
+		for i, it := range items {
+			b := "├── "
+			if i == len(items)-1 {
+				b = "└── "
+			}
+			fmt.Fprintf(w, "%s%s %s  family:%s  age:%s  %s\n", b, it.Kind, it.Name, it.Family, age(it.Created), detail(it))
+		}
+	}
+	section("Unattached revisions (used, not owned by a ReplicaSet using them)", rep.Unattached, func(it gc.Item) string {
+		return "used by " + strings.Join(it.ReferencedBy, ", ") + "; gc: " + string(it.Decision)
+	})
+	section("Orphaned revisions (unused, no live owner)", rep.Orphaned, func(it gc.Item) string {
+		return "gc: " + string(it.Decision) + " (" + it.Reason + ")"
+	})
+}
+
+// Run prints the status once, or with --watch every time it changes until ctx ends.
+func (o *StatusOptions) Run(ctx context.Context, s *Streams) error {
+	sel, err := o.Validate()
+	if err != nil {
+		return err
+	}
+	clients, nss, err := o.connect()
+	if err != nil {
+		return err
+	}
+	sw, err := gc.NewSweeper(gc.Config{DryRun: true, Namespaces: nss, Selector: sel,
+		Source:  gc.LiveSource{Client: clients.Kube, Dynamic: clients.Dynamic, Metadata: clients.Metadata, IncludeSecrets: o.IncludeSecrets},
+		Options: gc.Options{MinAge: o.MinAge, Keep: o.Keep}})
+	if err != nil {
+		return err
+	}
+	render := func() ([]byte, error) {
+		list := nss
+		if list == nil {
+			if list, err = (gc.LiveSource{Metadata: clients.Metadata, IncludeSecrets: o.IncludeSecrets}).Namespaces(ctx); err != nil {
+				return nil, err
+			}
+		}
+		var buf bytes.Buffer
+		var reps []StatusReport
+		now := time.Now()
+		for _, ns := range list {
+			plan, snap, err := sw.Plan(ctx, ns)
+			if err != nil {
+				return nil, err
+			}
+			rep := BuildStatus(snap, plan)
+			if o.Output == "json" {
+				reps = append(reps, rep)
+				continue
+			}
+			RenderStatus(&buf, rep, now)
+		}
+		if o.Output == "json" {
+			if reps == nil {
+				reps = []StatusReport{}
+			}
+			b, err := json.MarshalIndent(reps, "", "  ")
+			if err != nil {
+				return nil, err
+			}
+			buf.Write(append(b, '\n'))
+		} else if len(list) == 0 {
+			buf.WriteString("no opted-in revisions found\n")
+		}
+		return buf.Bytes(), nil
+	}
+	out, err := render()
+	if err != nil {
+		return err
+	}
+	if _, err := s.Out.Write(out); err != nil || !o.Watch {
+		return err
+	}
+	tty := isTerminal(s.Out)
+	t := time.NewTicker(o.Interval)
+	defer t.Stop()
+	last := out
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		out, err := render()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			fmt.Fprintln(s.Err, "status: "+oneLine(err.Error())+" (retrying)")
+			continue
+		}
+		if o.Output == "text" && bytes.Equal(stripAges(out), stripAges(last)) {
+			continue
+		}
+		if o.Output == "json" && bytes.Equal(out, last) {
+			continue
+		}
+		last = out
+		if tty {
+			fmt.Fprint(s.Out, "\033[H\033[2J")
+		} else {
+			fmt.Fprintf(s.Out, "--- %s\n", time.Now().UTC().Format(time.RFC3339))
+		}
+		if _, err := s.Out.Write(out); err != nil {
+			return err
+		}
+	}
+}
+
+// stripAges drops the age fields so that --watch re-renders on changes, not on ticks.
+func stripAges(b []byte) []byte {
+	var out [][]byte
+	for _, f := range bytes.Fields(b) {
+		if !bytes.HasPrefix(f, []byte("age:")) {
+			out = append(out, f)
+		}
+	}
+	return bytes.Join(out, []byte(" "))
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
