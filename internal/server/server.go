@@ -1,0 +1,189 @@
+// Package server wires the long-running service behind `configmap-attacher serve`:
+// Kubernetes clients, the informer cache, the core Attacher, and the gRPC custom
+// trigger and HTTP receiver of package trigger. It is separate from the CLI so that
+// other commands (a local dev mode) and tests can run the service in-process.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"k8s.io/client-go/rest"
+
+	"github.com/configmap-attacher/configmap-attacher/internal/cache"
+	"github.com/configmap-attacher/configmap-attacher/internal/core"
+	"github.com/configmap-attacher/configmap-attacher/internal/kube"
+	"github.com/configmap-attacher/configmap-attacher/trigger"
+)
+
+// Options configure a Server. The zero value of each field means its default.
+type Options struct {
+	// GRPCAddr and HTTPAddr are the listen addresses (":9000", ":8080"); "-" disables a
+	// server. Port 0 picks a free port (see Server.GRPCAddr / HTTPAddr).
+	GRPCAddr, HTTPAddr string
+	// TLSCertFile and TLSKeyFile, when set, serve TLS on both servers.
+	TLSCertFile, TLSKeyFile string
+	// ClusterName is the name of the cluster served (trigger.DefaultClusterName).
+	ClusterName string
+	// Namespace limits the caches to one namespace; empty means all.
+	Namespace string
+	// MaxInFlight bounds concurrent events (trigger.DefaultMaxInFlight).
+	MaxInFlight int
+	// ExecuteTimeout bounds one event (trigger.DefaultExecuteTimeout).
+	ExecuteTimeout time.Duration
+	// MaxBodyBytes bounds an HTTP request body.
+	MaxBodyBytes int64
+	// ShutdownTimeout bounds the graceful shutdown (30s).
+	ShutdownTimeout time.Duration
+	// AllowSecrets lets events that ask for it attach Secrets (and caches Secret metadata).
+	AllowSecrets bool
+	// BlockOwnerDeletion sets blockOwnerDeletion on added ownerReferences.
+	BlockOwnerDeletion bool
+	// Logger receives logs; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Defaults of Options.
+const (
+	DefaultGRPCAddr = ":9000"
+	DefaultHTTPAddr = ":8080"
+)
+
+// Server is one configmap-attacher service for one cluster. Create it with New (which
+// binds the listeners), then Run it.
+type Server struct {
+	opts    Options
+	log     *slog.Logger
+	clients *kube.Clients
+	cache   *cache.Cache
+	svc     *trigger.Service
+	grpc    *trigger.GRPCServer
+	http    *trigger.HTTPServer
+}
+
+// New builds the clients from cfg, the cache, the core and both servers, and binds the
+// listeners so that addresses are known and port conflicts fail here. Errors: bad TLS
+// files, listen failures, client construction failures.
+func New(cfg *rest.Config, o Options) (*Server, error) {
+	if cfg == nil {
+		return nil, errors.New("server: nil rest.Config")
+	}
+	if o.GRPCAddr == "" {
+		o.GRPCAddr = DefaultGRPCAddr
+	}
+	if o.HTTPAddr == "" {
+		o.HTTPAddr = DefaultHTTPAddr
+	}
+	if o.ClusterName == "" {
+		o.ClusterName = trigger.DefaultClusterName
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	tlsCfg, err := trigger.LoadTLS(o.TLSCertFile, o.TLSKeyFile)
+	if err != nil {
+		return nil, err
+	}
+	clients, err := kube.NewClients(cfg)
+	if err != nil {
+		return nil, err
+	}
+	c, err := cache.New(clients, cache.Options{Namespace: o.Namespace, Secrets: o.AllowSecrets, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	a, err := core.NewAttacher(core.Config{Cluster: o.ClusterName, Client: clients.Kube, Reader: c,
+		BlockOwnerDeletion: o.BlockOwnerDeletion, AllowSecrets: o.AllowSecrets, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	clusters, err := trigger.NewSingleCluster(o.ClusterName, a)
+	if err != nil {
+		return nil, err
+	}
+	svc, err := trigger.NewService(trigger.Config{Clusters: clusters, MaxInFlight: o.MaxInFlight,
+		ExecuteTimeout: o.ExecuteTimeout, Ready: c.HasSynced, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{opts: o, log: log, clients: clients, cache: c, svc: svc}
+	var glis, hlis net.Listener
+	if o.GRPCAddr != "-" {
+		if glis, err = net.Listen("tcp", o.GRPCAddr); err != nil {
+			return nil, fmt.Errorf("gRPC listen on %s: %w", o.GRPCAddr, err)
+		}
+	}
+	if o.HTTPAddr != "-" {
+		if hlis, err = net.Listen("tcp", o.HTTPAddr); err != nil {
+			if glis != nil {
+				_ = glis.Close()
+			}
+			return nil, fmt.Errorf("HTTP listen on %s: %w", o.HTTPAddr, err)
+		}
+	}
+	if glis != nil {
+		s.grpc = trigger.NewGRPCServer(svc, glis, trigger.GRPCOptions{TLS: tlsCfg, ShutdownTimeout: o.ShutdownTimeout})
+	}
+	if hlis != nil {
+		s.http = trigger.NewHTTPServer(svc, hlis, trigger.HTTPOptions{TLS: tlsCfg, MaxBodyBytes: o.MaxBodyBytes, ShutdownTimeout: o.ShutdownTimeout})
+	}
+	return s, nil
+}
+
+// GRPCAddr returns the gRPC listener's address, or "" when disabled.
+func (s *Server) GRPCAddr() string {
+	if s.grpc == nil {
+		return ""
+	}
+	return s.grpc.Addr().String()
+}
+
+// HTTPAddr returns the HTTP listener's address, or "" when disabled.
+func (s *Server) HTTPAddr() string {
+	if s.http == nil {
+		return ""
+	}
+	return s.http.Addr().String()
+}
+
+// Cache returns the informer cache (for readiness checks and tests).
+func (s *Server) Cache() *cache.Cache { return s.cache }
+
+// Service returns the trigger service both servers call.
+func (s *Server) Service() *trigger.Service { return s.svc }
+
+// Run starts the cache and both servers and blocks until ctx ends or one of them
+// fails. On shutdown both servers stop taking work and finish what is in flight. It
+// returns nil after a clean shutdown, the first failure otherwise.
+func (s *Server) Run(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return s.cache.Run(gctx) })
+	if s.grpc != nil {
+		g.Go(func() error { return s.grpc.Run(gctx) })
+	}
+	if s.http != nil {
+		g.Go(func() error { return s.http.Run(gctx) })
+	}
+	s.log.Info("serving", "grpc", s.GRPCAddr(), "http", s.HTTPAddr(), "cluster", s.opts.ClusterName,
+		"tls", s.opts.TLSCertFile != "")
+	g.Go(func() error {
+		if err := s.cache.WaitForSync(gctx); err != nil {
+			return nil // shutting down before sync is not a failure
+		}
+		s.log.Info("caches synced; ready")
+		return nil
+	})
+	err := g.Wait()
+	s.svc.Wait()
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	s.log.Info("stopped")
+	return nil
+}
