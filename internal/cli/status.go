@@ -405,7 +405,7 @@ func (o *StatusOptions) Run(ctx context.Context, s *Streams) error {
 		if o.Output == "text" && bytes.Equal(stripAges(out), stripAges(last)) {
 			continue
 		}
-		if o.Output == "json" && bytes.Equal(out, last) {
+		if o.Output == "json" && bytes.Equal(stripJSONAges(out), stripJSONAges(last)) {
 			continue
 		}
 		last = out
@@ -429,6 +429,17 @@ func stripAges(b []byte) []byte {
 		}
 	}
 	return bytes.Join(out, []byte(" "))
+}
+
+// stripJSONAges drops the "age" lines of indented JSON, for the same reason.
+func stripJSONAges(b []byte) []byte {
+	var out [][]byte
+	for _, l := range bytes.Split(b, []byte("\n")) {
+		if !bytes.HasPrefix(bytes.TrimSpace(l), []byte(`"age":`)) {
+			out = append(out, l)
+		}
+	}
+	return bytes.Join(out, []byte("\n"))
 }
 
 func isTerminal(w io.Writer) bool {

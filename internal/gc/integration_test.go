@@ -19,6 +19,9 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/configmap-attacher/configmap-attacher/internal/controlplane"
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/gc"
@@ -184,7 +187,11 @@ func TestCronJobOnlyReferenceKeepsRevision(t *testing.T) {
 	}
 	rec := newRecorder(ctx, e.clients.Kube)
 	defer rec.shutdown()
-	sw, err := gc.NewSweeper(gc.Config{Client: e.clients.Kube, Source: e.source(), Recorder: rec.recorder, Options: gc.Options{MinAge: 0, Keep: 0}})
+	metrics, err := gc.NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw, err := gc.NewSweeper(gc.Config{Client: e.clients.Kube, Source: e.source(), Recorder: rec.recorder, Metrics: metrics, Options: gc.Options{MinAge: 0, Keep: 0}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,6 +204,11 @@ func TestCronJobOnlyReferenceKeepsRevision(t *testing.T) {
 	}
 	if e.exists(t, "nightly-cfg-2") {
 		t.Fatalf("orphan survived: %+v", rep.Results)
+	}
+	var m dto.Metric
+	if err := metrics.Deleted.WithLabelValues("", "ConfigMap").Write(&m); err != nil || m.GetCounter().GetValue() != 1 {
+		got := m.GetCounter().GetValue()
+		t.Fatalf("configmap_attacher_gc_deleted_total = %v (%v), want 1", got, err)
 	}
 	controlplane.Eventually(t, 20*time.Second, "a Collected event", func() error {
 		evs, err := e.clients.Kube.CoreV1().Events(e.ns).List(ctx, metav1.ListOptions{})

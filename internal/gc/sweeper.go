@@ -150,13 +150,24 @@ func (s *Sweeper) Plan(ctx context.Context, ns string) (*Plan, *Snapshot, error)
 // error wraps core.ErrUnavailable when reading or some write failed transiently.
 // Sweeps of one namespace are serialised.
 func (s *Sweeper) SweepNamespace(ctx context.Context, ns string) (*Report, error) {
+	return s.sweepLocked(ctx, ns, s.cfg.DryRun)
+}
+
+// SweepNamespaceDryRun is SweepNamespace without any write, whatever Config.DryRun
+// says: for a trigger spec with operation: gc and dryRun: true. Its deletes are exactly
+// what SweepNamespace would delete if nothing changed in between.
+func (s *Sweeper) SweepNamespaceDryRun(ctx context.Context, ns string) (*Report, error) {
+	return s.sweepLocked(ctx, ns, true)
+}
+
+func (s *Sweeper) sweepLocked(ctx context.Context, ns string, dryRun bool) (*Report, error) {
 	l, _ := s.nsLocks.LoadOrStore(ns, &sync.Mutex{})
 	mu := l.(*sync.Mutex)
 	mu.Lock()
 	defer mu.Unlock()
 
 	start := time.Now()
-	rep, err := s.sweep(ctx, ns)
+	rep, err := s.sweep(ctx, ns, dryRun)
 	if m := s.cfg.Metrics; m != nil {
 		result := "ok"
 		if err != nil {
@@ -174,19 +185,19 @@ func (s *Sweeper) SweepNamespace(ctx context.Context, ns string) (*Report, error
 	return rep, err
 }
 
-func (s *Sweeper) sweep(ctx context.Context, ns string) (*Report, error) {
+func (s *Sweeper) sweep(ctx context.Context, ns string, dryRun bool) (*Report, error) {
 	p, _, err := s.Plan(ctx, ns)
 	if err != nil {
 		return nil, fmt.Errorf("gc: planning namespace %s: %w", ns, err)
 	}
-	if !s.cfg.DryRun && (p.Count(Delete) > 0 || p.Count(Repair) > 0) {
+	if !dryRun && (p.Count(Delete) > 0 || p.Count(Repair) > 0) {
 		second, _, err := s.Plan(ctx, ns)
 		if err != nil {
 			return nil, fmt.Errorf("gc: re-planning namespace %s: %w", ns, err)
 		}
 		p = Confirm(p, second)
 	}
-	return s.exec.Execute(ctx, p, s.cfg.DryRun)
+	return s.exec.Execute(ctx, p, dryRun)
 }
 
 // SweepAll sweeps Config.Namespaces, or every namespace holding an opted-in revision,
