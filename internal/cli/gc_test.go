@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -194,4 +195,64 @@ func names(t *testing.T, out string, o gc.Outcome) []string {
 		}
 	}
 	return ns
+}
+
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// status --watch re-renders when a revision appears, and only then.
+func TestStatusWatch(t *testing.T) {
+	cp := controlplane.Require(t, sharedCP)
+	kc := cp.Client()
+	ns := newNamespace(t, cp)
+	mk := func(name string) {
+		_, err := kc.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
+			Labels: map[string]string{core.LabelRevision: "true"}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk("first-cfg")
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errb lockedBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- cli.Main(ctx, []string{"status", "--kubeconfig", cp.Kubeconfig(), "-n", ns, "--watch", "--interval=200ms"},
+			cli.Streams{In: strings.NewReader(""), Out: &out, Err: &errb})
+	}()
+	controlplane.Eventually(t, 20*time.Second, "the first render", func() error {
+		if !strings.Contains(out.String(), "ConfigMap first-cfg") {
+			return fmt.Errorf("output so far: %q", out.String())
+		}
+		return nil
+	})
+	time.Sleep(time.Second) // several polls with no change: no re-render
+	if n := strings.Count(out.String(), "Namespace: "); n != 1 {
+		t.Fatalf("%d renders without a change:\n%s", n, out.String())
+	}
+	mk("second-cfg")
+	controlplane.Eventually(t, 20*time.Second, "a re-render with the new revision", func() error {
+		if !strings.Contains(out.String(), "ConfigMap second-cfg") || strings.Count(out.String(), "Namespace: ") != 2 {
+			return fmt.Errorf("output so far: %q", out.String())
+		}
+		return nil
+	})
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
 }

@@ -240,7 +240,7 @@ func PlanNamespace(s *Snapshot, o Options) (*Plan, error) {
 		case len(it.Owners) > 0:
 			it.Reason = "owned by live " + strings.Join(it.Owners, ", ") + " (deleted with its owner by Kubernetes' garbage collector)"
 		case now.Sub(r.Created) < o.MinAge:
-			it.Reason = fmt.Sprintf("younger than the grace period (%s < %s)", roundAge(now.Sub(r.Created)), o.MinAge)
+			it.Reason = fmt.Sprintf("younger than the grace period (%s)", o.MinAge)
 		case it.Rank <= o.Keep:
 			it.Reason = fmt.Sprintf("newest unreferenced #%d of family %q (keep %d)", it.Rank, it.Family, o.Keep)
 		case len(doubts) > 0:
@@ -302,13 +302,6 @@ func ownerLive(s *Snapshot, or metav1.OwnerReference) bool {
 		return true
 	}
 	return s.Live[or.UID]
-}
-
-func roundAge(d time.Duration) time.Duration {
-	if d > time.Minute {
-		return d.Round(time.Second)
-	}
-	return d.Round(time.Millisecond)
 }
 
 // FamilyOf returns r's family: its configmap-attacher.io/family label; else, for its
