@@ -52,6 +52,24 @@ type env struct {
 	dyn    dynamic.Interface
 	root   string
 	logDir string
+	// grpcAddr and httpURL are where the in-process server listens (set by the test).
+	grpcAddr string
+	httpURL  string
+}
+
+// aim points the Sensor's triggers at the in-process server (the only test overrides of
+// a shipped Sensor).
+func (e *env) aim(s *v1alpha1.Sensor) *v1alpha1.Sensor {
+	e.t.Helper()
+	if e.grpcAddr != "" {
+		argoevents.SetCustomTriggerServer(s, e.grpcAddr)
+	}
+	if e.httpURL != "" {
+		if _, err := argoevents.SetHTTPTriggerURL(s, e.httpURL); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	return s
 }
 
 // newEnv starts NATS and creates a fresh namespace. Everything is stopped when the test
