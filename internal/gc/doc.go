@@ -16,6 +16,27 @@
 // A Sweeper ties them together: periodic sweeps (Run, leader-elected on a Lease when
 // several replicas run), a sweep of one namespace on demand (SweepNamespace, Trigger).
 //
+// # Reading the cluster
+//
+// LiveSource lists each namespace from the apiserver at sweep time; revisions come
+// from metadata-only lists (k8s.io/client-go/metadata), so no ConfigMap or Secret data
+// is ever in memory. Sweeps are infrequent (DefaultInterval) and a delete decided on a
+// lagging informer cache could miss a ReplicaSet created moments ago, which neither
+// the double plan nor the preconditions would catch; so the sweep deliberately reads
+// live. A Source backed by synced informers can be plugged in through Config.Source.
+//
+// # Use from the serve command
+//
+//	sw, err := gc.NewSweeper(gc.Config{Cluster: name, Client: kc, Attacher: attacher,
+//		Source:   gc.LiveSource{Client: kc, Dynamic: dc, Metadata: mc},
+//		Recorder: recorder, Metrics: metrics, // gc.NewMetrics(prometheus.DefaultRegisterer)
+//		Options:  gc.Options{MinAge: minAge, Keep: keep}, Interval: interval,
+//		LeaderElection: &gc.LeaderElection{Namespace: podNamespace}})
+//	go sw.Run(ctx)                    // periodic, leader only
+//	sw.Trigger(ns)                    // after an attach in ns (coalesced, non-blocking)
+//	rep, err := sw.SweepNamespace(ctx, ns)       // trigger spec operation: gc
+//	rep, err := sw.SweepNamespaceDryRun(ctx, ns) // ... with dryRun: true
+//
 // # Safety rule 7 (DESIGN.md "Safety rules")
 //
 // A revision is deleted only when all of these hold, checked in this order:

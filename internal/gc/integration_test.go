@@ -348,3 +348,35 @@ func newRecorder(ctx context.Context, kc kubernetes.Interface) *recorder {
 }
 
 func (r *recorder) shutdown() { r.broadcaster.Shutdown() }
+
+// Run sweeps at once, then sweeps a triggered namespace without waiting for the interval.
+func TestRunAndTrigger(t *testing.T) {
+	e := setup(t)
+	e.configMap(t, "first-1a2b3", "first", nil)
+	sw, err := gc.NewSweeper(gc.Config{Client: e.clients.Kube, Source: e.source(), Options: gc.Options{MinAge: 0, Keep: 0},
+		Namespaces: []string{e.ns}, Interval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- sw.Run(ctx) }()
+	controlplane.Eventually(t, 20*time.Second, "the first periodic sweep", func() error {
+		if e.exists(t, "first-1a2b3") {
+			return fmt.Errorf("first-1a2b3 still there")
+		}
+		return nil
+	})
+	e.configMap(t, "second-4c5d6", "second", nil)
+	sw.Trigger(e.ns)
+	controlplane.Eventually(t, 20*time.Second, "the triggered sweep", func() error {
+		if e.exists(t, "second-4c5d6") {
+			return fmt.Errorf("second-4c5d6 still there")
+		}
+		return nil
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}
