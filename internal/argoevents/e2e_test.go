@@ -1,18 +1,17 @@
 package argoevents_test
 
 import (
+	"context"
 	"fmt"
-	"net/http"
 	"testing"
 	"time"
 
-	"github.com/argoproj/argo-events/pkg/sensors/triggers"
-	"google.golang.org/grpc"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/argoevents"
 	"github.com/configmap-attacher/configmap-attacher/internal/controlplane"
+	"github.com/configmap-attacher/configmap-attacher/internal/server"
 )
 
 // TestEndToEnd is the proof with the real Argo Events: local control plane (with its real
@@ -76,31 +75,38 @@ func TestEndToEnd(t *testing.T) {
 	}
 }
 
-// pointGRPC starts the gRPC trigger server on a free loopback port.
-func pointGRPC(t *testing.T, e *env) error {
-	srv, err := newCoreTrigger(e.cp)
+// startServer runs configmap-attacher's service (internal/server: informer cache, core,
+// gRPC custom trigger and HTTP receiver) in-process on free loopback ports, waits until
+// its caches have synced, and stops it gracefully at cleanup.
+func startServer(t *testing.T, e *env) *server.Server {
+	t.Helper()
+	srv, err := server.New(e.cp.RESTConfig(), server.Options{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", ShutdownTimeout: 5 * time.Second})
 	if err != nil {
-		return err
+		t.Fatalf("server.New: %v", err)
 	}
-	ln := listen(t)
-	gs := grpc.NewServer()
-	triggers.RegisterTriggerServer(gs, srv)
-	go func() { _ = gs.Serve(ln) }()
-	t.Cleanup(gs.Stop)
-	e.grpcAddr = ln.Addr().String()
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("server.Run: %v", err)
+		}
+	})
+	if err := srv.Cache().WaitForSync(e.ctx); err != nil {
+		t.Fatalf("server caches: %v", err)
+	}
+	return srv
+}
+
+// pointGRPC aims the Sensor's custom trigger at the in-process gRPC server.
+func pointGRPC(t *testing.T, e *env) error {
+	e.grpcAddr = startServer(t, e).GRPCAddr()
 	return nil
 }
 
-// pointHTTP starts the HTTP receiver on a free loopback port.
+// pointHTTP aims the Sensor's HTTP trigger at the in-process HTTP receiver.
 func pointHTTP(t *testing.T, e *env) error {
-	srv, err := newCoreTrigger(e.cp)
-	if err != nil {
-		return err
-	}
-	ln := listen(t)
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = hs.Serve(ln) }()
-	t.Cleanup(func() { _ = hs.Close() })
-	e.httpURL = "http://" + ln.Addr().String()
+	e.httpURL = "http://" + startServer(t, e).HTTPAddr()
 	return nil
 }
