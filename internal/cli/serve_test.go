@@ -1,0 +1,50 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestServeOptionsValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(*ServeOptions)
+		ok     bool
+	}{
+		{"defaults", func(*ServeOptions) {}, true},
+		{"both servers disabled", func(o *ServeOptions) { o.GRPCAddr, o.HTTPAddr = "-", "-" }, false},
+		{"cert without key", func(o *ServeOptions) { o.TLSCertFile = "tls.crt" }, false},
+		{"zero in flight", func(o *ServeOptions) { o.MaxInFlight = 0 }, false},
+		{"zero timeout", func(o *ServeOptions) { o.ExecuteTimeout = 0 }, false},
+		{"tiny body limit", func(o *ServeOptions) { o.MaxBodyBytes = 10 }, false},
+		{"one server", func(o *ServeOptions) { o.HTTPAddr = "-"; o.ExecuteTimeout = time.Second }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := DefaultServeOptions()
+			tc.mutate(&o)
+			err := o.Validate()
+			if tc.ok {
+				assert.NoError(t, err)
+				return
+			}
+			var ue usageError
+			assert.ErrorAs(t, err, &ue)
+		})
+	}
+}
+
+func TestServeCommandFlags(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := Main(context.Background(), []string{"serve", "--help"}, Streams{Out: &out, Err: &errb})
+	assert.Equal(t, ExitOK, code, errb.String())
+	for _, f := range []string{"--grpc-addr", "--http-addr", "--kubeconfig", "--context", "--tls-cert-file", "--tls-key-file",
+		"--max-in-flight", "--execute-timeout", "--allow-secrets", "--block-owner-deletion", "--log-level", "--log-format"} {
+		assert.Contains(t, out.String(), f)
+	}
+	code = Main(context.Background(), []string{"serve", "--max-in-flight", "0"}, Streams{Out: &out, Err: &errb})
+	assert.Equal(t, ExitUsage, code)
+}
