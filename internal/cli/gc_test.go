@@ -160,6 +160,16 @@ func TestGCCommandDryRunThenDelete(t *testing.T) {
 	if fmt.Sprint(want) != "[app-cfg-1x2y3 app-cfg-4z5w6]" {
 		t.Fatalf("dry run would delete %v:\n%s", want, out)
 	}
+	// Server dry run: the apiserver checks every delete (preconditions, RBAC) and keeps all.
+	code, out, stderr = run(ctx, append(base, "--dry-run=server", "-o", "json")...)
+	if got := names(t, out, gc.OutcomeWouldDelete); code != 0 || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("server dry run: exit %d, would delete %v, want %v: %s", code, got, want, stderr)
+	}
+	for _, n := range want {
+		if _, err := kc.CoreV1().ConfigMaps(ns).Get(ctx, n, metav1.GetOptions{}); err != nil {
+			t.Fatalf("server dry run deleted %s: %v", n, err)
+		}
+	}
 	code, out, stderr = run(ctx, append(base, "--dry-run=none", "-o", "json")...)
 	if code != 0 {
 		t.Fatalf("real run: exit %d: %s", code, stderr)
