@@ -1,0 +1,485 @@
+package sensor
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/configmap-attacher/configmap-attacher/eventsource"
+	"github.com/configmap-attacher/configmap-attacher/internal/core"
+)
+
+// Argo Events EventBus layout (github.com/argoproj/argo-events pkg/eventbus/jetstream):
+// one stream named "default", subjects "default.<eventSourceName>.<eventName>", the
+// message body a structured-mode CloudEvent JSON, Nats-Msg-Id the CloudEvent id.
+const (
+	DefaultStream  = "default"
+	SubjectPrefix  = "default."
+	DefaultDurable = "configmap-attacher"
+)
+
+// Clusters routes an event to the Attacher of its cluster; the empty name is the default
+// cluster and an unknown one is a core.ErrInvalid.
+type Clusters interface {
+	Attacher(name string) (*core.Attacher, error)
+}
+
+// Auth is how the subscriber authenticates to NATS, as Argo Events' EventBus does:
+// a token, or a user and password (Argo keeps them in the EventBus's accessSecret).
+type Auth struct {
+	Token    string
+	User     string
+	Password string
+}
+
+// TLS configures the connection. Argo Events' own clients always dial TLS and skip
+// verification when no CA is configured; this subscriber verifies unless told otherwise.
+type TLS struct {
+	CAFile             string
+	CertFile, KeyFile  string
+	InsecureSkipVerify bool
+	// Disable dials plain TCP (only for a NATS server without TLS).
+	Disable bool
+}
+
+// Options configures a Subscriber.
+type Options struct {
+	// URL of the NATS server(s), comma separated (nats://host:4222).
+	URL  string
+	Auth Auth
+	TLS  TLS
+	// Stream is the EventBus stream; default "default".
+	Stream string
+	// Durable is the durable consumer name shared by every replica; default
+	// "configmap-attacher". Replicas with the same name split the messages.
+	Durable string
+	// EventSourceName and EventName filter the subjects; empty means any.
+	EventSourceName, EventName string
+	// Spec is the trigger spec applied to every event (DESIGN.md keys); nil means defaults.
+	Spec map[string]string
+	// MaxInFlight bounds the messages being handled at once; default 16.
+	MaxInFlight int
+	// AckWait is how long JetStream waits for an ack before redelivering; default 30 s.
+	// Long work sends in-progress heartbeats every AckWait/3.
+	AckWait time.Duration
+	// NakDelay is the first redelivery delay after a transient failure, doubled per
+	// delivery up to MaxNakDelay; defaults 1 s and 1 min.
+	NakDelay, MaxNakDelay time.Duration
+	// HandleTimeout bounds the work on one message; default 2 min.
+	HandleTimeout time.Duration
+	// DeliverAll makes a newly created consumer start at the beginning of the stream
+	// instead of with new messages (an existing durable keeps its position).
+	DeliverAll bool
+	// CreateStream creates the stream if it is missing (development only: in a cluster
+	// the Argo Events EventBus owns the stream).
+	CreateStream bool
+	Logger       *slog.Logger
+	// Registerer receives the metrics; nil means prometheus.DefaultRegisterer.
+	Registerer prometheus.Registerer
+}
+
+func (o *Options) defaults() error {
+	if o.URL == "" {
+		return core.Invalidf("eventbus-url", "the NATS URL is required")
+	}
+	if o.Stream == "" {
+		o.Stream = DefaultStream
+	}
+	if o.Durable == "" {
+		o.Durable = DefaultDurable
+	}
+	if o.MaxInFlight <= 0 {
+		o.MaxInFlight = 16
+	}
+	if o.AckWait <= 0 {
+		o.AckWait = 30 * time.Second
+	}
+	if o.NakDelay <= 0 {
+		o.NakDelay = time.Second
+	}
+	if o.MaxNakDelay <= 0 {
+		o.MaxNakDelay = time.Minute
+	}
+	if o.HandleTimeout <= 0 {
+		o.HandleTimeout = 2 * time.Minute
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Auth.Token != "" && (o.Auth.User != "" || o.Auth.Password != "") {
+		return core.Invalidf("eventbus-auth", "use a token or a user and password, not both")
+	}
+	for _, part := range []struct{ field, v string }{{"eventbus-event-source", o.EventSourceName}, {"eventbus-event-name", o.EventName}} {
+		if strings.ContainsAny(part.v, ".*> \t") {
+			return core.Invalidf(part.field, "%q may not contain '.', '*', '>' or spaces", part.v)
+		}
+	}
+	return nil
+}
+
+// Subject returns the subject filter: default.<eventSourceName>.<eventName>, with "*"
+// for an empty part.
+func (o Options) Subject() string {
+	es, ev := o.EventSourceName, o.EventName
+	if es == "" {
+		es = "*"
+	}
+	if ev == "" {
+		ev = "*"
+	}
+	return SubjectPrefix + es + "." + ev
+}
+
+// Subscriber consumes ReplicaSet events from the EventBus with at-least-once delivery:
+// a message is acked only after the core succeeded; a transient failure is Nak'ed with
+// a growing delay; bad input is terminated (Term), counted and logged; events that are
+// not ReplicaSet ADDs are acked and ignored.
+type Subscriber struct {
+	opts     Options
+	clusters Clusters
+	spec     core.Options
+	log      *slog.Logger
+	metrics  *metrics
+	ready    chan struct{}
+	once     sync.Once
+}
+
+// NewSubscriber validates opts and returns a Subscriber; it connects in Run. Errors are
+// core.ErrInvalid naming the bad option.
+func NewSubscriber(opts Options, clusters Clusters) (*Subscriber, error) {
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	if clusters == nil {
+		return nil, errors.New("sensor: nil Clusters")
+	}
+	spec, err := core.ParseSpec(opts.Spec)
+	if err != nil {
+		return nil, fmt.Errorf("eventbus spec: %w", err)
+	}
+	m, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	return &Subscriber{opts: opts, clusters: clusters, spec: spec, log: opts.Logger.With("component", "eventbus"), metrics: m, ready: make(chan struct{})}, nil
+}
+
+// Ready is closed once the consumer exists and messages are being pulled.
+func (s *Subscriber) Ready() <-chan struct{} { return s.ready }
+
+// Run connects, binds the durable consumer and handles messages until ctx ends, then
+// stops pulling, finishes the messages in flight and closes the connection. It returns
+// nil on a clean shutdown and an error if the connection or consumer cannot be set up.
+func (s *Subscriber) Run(ctx context.Context) error {
+	nc, err := s.connect()
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	stream, err := s.stream(ctx, js)
+	if err != nil {
+		return err
+	}
+	cfg := jetstream.ConsumerConfig{
+		Durable:       s.opts.Durable,
+		Description:   "configmap-attacher: ReplicaSet events from the Argo Events EventBus",
+		FilterSubject: s.opts.Subject(),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       s.opts.AckWait,
+		MaxAckPending: 4 * s.opts.MaxInFlight,
+		DeliverPolicy: jetstream.DeliverNewPolicy,
+		MaxDeliver:    -1,
+	}
+	if s.opts.DeliverAll {
+		cfg.DeliverPolicy = jetstream.DeliverAllPolicy
+	}
+	cons, err := stream.Consumer(ctx, s.opts.Durable)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		cons, err = stream.CreateConsumer(ctx, cfg)
+		if errors.Is(err, jetstream.ErrConsumerExists) { // another replica won the race
+			cons, err = stream.Consumer(ctx, s.opts.Durable)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("binding durable consumer %q on stream %q: %w", s.opts.Durable, s.opts.Stream, err)
+	}
+	iter, err := cons.Messages(jetstream.PullMaxMessages(s.opts.MaxInFlight))
+	if err != nil {
+		return fmt.Errorf("pulling from consumer %q: %w", s.opts.Durable, err)
+	}
+	s.log.Info("subscribed to the EventBus", "url", redactURL(s.opts.URL), "stream", s.opts.Stream,
+		"consumer", s.opts.Durable, "subject", s.opts.Subject())
+	s.once.Do(func() { close(s.ready) })
+
+	go func() {
+		<-ctx.Done()
+		iter.Stop() // stop pulling; Next returns ErrMsgIteratorClosed
+	}()
+	sem := make(chan struct{}, s.opts.MaxInFlight)
+	var wg sync.WaitGroup
+	// Work runs on its own context: a shutdown lets in-flight messages finish and ack.
+	work := context.WithoutCancel(ctx)
+	for {
+		msg, err := iter.Next()
+		if err != nil {
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				break
+			}
+			s.log.Warn("pulling from the EventBus", "err", err)
+			continue
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			s.handle(work, msg)
+		}()
+	}
+	wg.Wait()
+	s.log.Info("EventBus subscription drained")
+	return nil
+}
+
+func (s *Subscriber) stream(ctx context.Context, js jetstream.JetStream) (jetstream.Stream, error) {
+	st, err := js.Stream(ctx, s.opts.Stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) && s.opts.CreateStream {
+		st, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: s.opts.Stream, Subjects: []string{SubjectPrefix + ">"},
+			MaxAge: 168 * time.Hour, Duplicates: 5 * time.Minute})
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			st, err = js.Stream(ctx, s.opts.Stream)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("EventBus stream %q: %w", s.opts.Stream, err)
+	}
+	return st, nil
+}
+
+// handle processes one message and answers JetStream exactly once.
+func (s *Subscriber) handle(ctx context.Context, msg jetstream.Msg) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.HandleTimeout)
+	defer cancel()
+	// Heartbeats keep a slow message from being redelivered to another replica.
+	stopBeat := make(chan struct{})
+	defer close(stopBeat)
+	go func() {
+		t := time.NewTicker(s.opts.AckWait / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-stopBeat:
+				return
+			case <-t.C:
+				_ = msg.InProgress()
+			}
+		}
+	}()
+
+	start := time.Now()
+	res, err := s.process(ctx, msg.Data())
+	log := s.log.With("subject", msg.Subject())
+	if res != nil {
+		log = log.With("namespace", res.Namespace, "replicaSet", res.ReplicaSet)
+	}
+	switch outcome := Classify(err); outcome {
+	case OutcomeAck:
+		if err := msg.DoubleAck(ctx); err != nil {
+			log.Warn("ack failed; the message will be redelivered (handling is idempotent)", "err", err)
+		}
+		if res != nil {
+			log.Debug("handled", "summary", res.Summary(), "duration", time.Since(start))
+		}
+	case OutcomeIgnore:
+		_ = msg.Ack()
+		log.Debug("ignored", "reason", err)
+	case OutcomeTerm:
+		_ = msg.TermWithReason(err.Error())
+		log.Warn("terminated a message that can never succeed", "err", err)
+	case OutcomeNak:
+		delay := s.nakDelay(msg)
+		_ = msg.NakWithDelay(delay)
+		log.Warn("transient failure; redelivering later", "err", err, "delay", delay)
+	}
+	s.metrics.messages.WithLabelValues(string(Classify(err))).Inc()
+	s.metrics.duration.Observe(time.Since(start).Seconds())
+}
+
+func (s *Subscriber) nakDelay(msg jetstream.Msg) time.Duration {
+	d := s.opts.NakDelay
+	if md, err := msg.Metadata(); err == nil {
+		for i := uint64(1); i < md.NumDelivered && d < s.opts.MaxNakDelay; i++ {
+			d *= 2
+		}
+	}
+	return min(d, s.opts.MaxNakDelay)
+}
+
+// process decodes one EventBus message and runs the core for it.
+func (s *Subscriber) process(ctx context.Context, data []byte) (*core.Result, error) {
+	dec, err := eventsource.Decode(data)
+	if err != nil {
+		return nil, err
+	}
+	ev := dec.Event
+	ev.Options = s.spec
+	ev.Cluster = dec.Cluster(s.spec.Cluster)
+	att, err := s.clusters.Attacher(ev.Cluster)
+	if err != nil {
+		return nil, err
+	}
+	if s.spec.Operation != core.OperationAttach {
+		return nil, core.Invalidf("operation", "the EventBus subscription only attaches")
+	}
+	res, err := att.Attach(ctx, ev)
+	return &res, err
+}
+
+// Outcome is how a message is answered.
+type Outcome string
+
+// JetStream answers.
+const (
+	OutcomeAck    Outcome = "ack"
+	OutcomeIgnore Outcome = "ignored"
+	OutcomeTerm   Outcome = "term"
+	OutcomeNak    Outcome = "nak"
+)
+
+// Classify maps a handling error to the JetStream answer (DESIGN.md safety rule 8): nil
+// → Ack; not a ReplicaSet ADD → Ack and ignore; bad input or a refusal → Term (a retry
+// cannot help); anything else (cluster unavailable, timeout) → Nak with delay.
+func Classify(err error) Outcome {
+	switch {
+	case err == nil:
+		return OutcomeAck
+	case errors.Is(err, eventsource.ErrNotAdd):
+		return OutcomeIgnore
+	case errors.Is(err, core.ErrInvalid), errors.Is(err, core.ErrRefused):
+		return OutcomeTerm
+	}
+	return OutcomeNak
+}
+
+func (s *Subscriber) connect() (*nats.Conn, error) {
+	opts := []nats.Option{
+		nats.Name("configmap-attacher"),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(time.Second),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				s.log.Warn("EventBus disconnected", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(*nats.Conn) { s.log.Info("EventBus reconnected") }),
+	}
+	switch {
+	case s.opts.Auth.Token != "":
+		opts = append(opts, nats.Token(s.opts.Auth.Token))
+	case s.opts.Auth.User != "":
+		opts = append(opts, nats.UserInfo(s.opts.Auth.User, s.opts.Auth.Password))
+	}
+	if !s.opts.TLS.Disable {
+		tc, err := s.opts.TLS.config()
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, nats.Secure(tc))
+	}
+	nc, err := nats.Connect(s.opts.URL, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the EventBus at %s: %w: %w", redactURL(s.opts.URL), core.ErrUnavailable, err)
+	}
+	return nc, nil
+}
+
+func (t TLS) config() (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: t.InsecureSkipVerify} //nolint:gosec // opt-in, mirrors Argo Events' EventBus clients
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("EventBus CA file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, core.Invalidf("eventbus-tls-ca-file", "%s holds no PEM certificate", t.CAFile)
+		}
+		tc.RootCAs = pool
+	}
+	if t.CertFile != "" || t.KeyFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("EventBus client certificate: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}
+
+// redactURL drops credentials from a NATS URL before it is logged.
+func redactURL(u string) string {
+	var out []string
+	for _, part := range strings.Split(u, ",") {
+		if i := strings.Index(part, "@"); i >= 0 {
+			if j := strings.Index(part, "://"); j >= 0 && j < i {
+				part = part[:j+3] + "REDACTED" + part[i:]
+			}
+		}
+		out = append(out, part)
+	}
+	return strings.Join(out, ",")
+}
+
+type metrics struct {
+	messages *prometheus.CounterVec
+	duration prometheus.Histogram
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	if reg == nil {
+		reg = prometheus.DefaultRegisterer
+	}
+	m := &metrics{
+		messages: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "configmap_attacher_eventbus_messages_total",
+			Help: "EventBus messages handled, by answer (ack, ignored, term, nak)."}, []string{"result"}),
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "configmap_attacher_eventbus_handle_seconds",
+			Help: "Time to handle one EventBus message, in seconds.", Buckets: prometheus.DefBuckets}),
+	}
+	var err error
+	if m.messages, err = register(reg, m.messages); err != nil {
+		return nil, err
+	}
+	if m.duration, err = register(reg, m.duration); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// register registers c, or returns the collector already registered under its name
+// (several subscribers in one process share the metrics).
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing, nil
+			}
+		}
+		return c, err
+	}
+	return c, nil
+}
