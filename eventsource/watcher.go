@@ -1,0 +1,194 @@
+package eventsource
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/configmap-attacher/configmap-attacher/internal/core"
+)
+
+// Attacher is what the watcher feeds: core.Attacher satisfies it.
+type Attacher interface {
+	Attach(ctx context.Context, ev core.Event) (core.Result, error)
+}
+
+// WatcherOptions configure a Watcher.
+type WatcherOptions struct {
+	// Cluster is the cluster name put on every event.
+	Cluster string
+	// Spec is the trigger spec applied to every event (DESIGN.md keys); nil means defaults.
+	Spec map[string]string
+	// Workers is the number of ReplicaSets handled at once; default 4.
+	Workers int
+	// Resync is how often every cached ReplicaSet is queued again, so that anything
+	// missed (a failed write, a revision created after its ReplicaSet) is repaired;
+	// default 10 minutes, negative disables.
+	Resync time.Duration
+	// MaxRetries bounds the retries of a transient failure per ReplicaSet before it waits
+	// for the next resync; default 10.
+	MaxRetries int
+	Logger     *slog.Logger
+}
+
+// Watcher is the built-in event source for clusters without Argo Events: it feeds every
+// ReplicaSet of a shared informer to the core. It is level-triggered: the informer's
+// initial list backfills every existing ReplicaSet at start (events missed while the
+// service was down are repaired), a periodic resync queues them all again, and the
+// core's idempotence makes those replays cost no write.
+type Watcher struct {
+	inf      toolscache.SharedIndexInformer
+	attacher Attacher
+	opts     WatcherOptions
+	spec     core.Options
+	log      *slog.Logger
+	queue    workqueue.TypedRateLimitingInterface[string]
+
+	mu      sync.Mutex
+	handled int64
+}
+
+// NewWatcher returns a Watcher over inf (a ReplicaSet informer, typically
+// cache.Cache.ReplicaSetInformer) feeding attacher. Errors: a nil argument, or a spec
+// that fails core.ParseSpec (ErrInvalid).
+func NewWatcher(inf toolscache.SharedIndexInformer, attacher Attacher, opts WatcherOptions) (*Watcher, error) {
+	if inf == nil || attacher == nil {
+		return nil, errors.New("eventsource: NewWatcher needs an informer and an attacher")
+	}
+	spec, err := core.ParseSpec(opts.Spec)
+	if err != nil {
+		return nil, fmt.Errorf("watcher spec: %w", err)
+	}
+	if spec.Operation != core.OperationAttach {
+		return nil, core.Invalidf("operation", "the watcher only attaches")
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = 4
+	}
+	if opts.Resync == 0 {
+		opts.Resync = 10 * time.Minute
+	}
+	if opts.MaxRetries <= 0 {
+		opts.MaxRetries = 10
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	w := &Watcher{inf: inf, attacher: attacher, opts: opts, spec: spec, log: log.With("component", "watcher"),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "configmap-attacher-replicasets"})}
+	return w, nil
+}
+
+// Handled returns how many ReplicaSets the watcher has processed (for tests and logs).
+func (w *Watcher) Handled() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.handled
+}
+
+// Run registers the handler, waits for the informer to sync (the informer itself is
+// started by its owner, e.g. cache.Cache.Run), then processes ReplicaSets until ctx
+// ends. It returns nil on shutdown, after the workers have finished their current item.
+func (w *Watcher) Run(ctx context.Context) error {
+	reg, err := w.inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: w.enqueue,
+		UpdateFunc: func(_, obj any) {
+			w.enqueue(obj) // template or owner changes, and informer resyncs
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("watcher: adding the ReplicaSet handler: %w", err)
+	}
+	defer func() { _ = w.inf.RemoveEventHandler(reg) }()
+	defer w.queue.ShutDown()
+	if !toolscache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
+		return nil // shutting down before sync
+	}
+	w.log.Info("watching ReplicaSets", "workers", w.opts.Workers, "resync", w.opts.Resync)
+
+	var wg sync.WaitGroup
+	for i := 0; i < w.opts.Workers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for w.processNext(ctx) {
+			}
+		}()
+	}
+	if w.opts.Resync > 0 {
+		go wait.Until(func() {
+			for _, obj := range w.inf.GetStore().List() {
+				w.enqueue(obj)
+			}
+		}, w.opts.Resync, ctx.Done())
+	}
+	<-ctx.Done()
+	w.queue.ShutDownWithDrain()
+	wg.Wait()
+	return nil
+}
+
+func (w *Watcher) enqueue(obj any) {
+	rs, ok := obj.(*appsv1.ReplicaSet)
+	if !ok || rs.DeletionTimestamp != nil {
+		return
+	}
+	key, err := toolscache.MetaNamespaceKeyFunc(rs)
+	if err == nil {
+		w.queue.Add(key)
+	}
+}
+
+func (w *Watcher) processNext(ctx context.Context) bool {
+	key, quit := w.queue.Get()
+	if quit {
+		return false
+	}
+	defer w.queue.Done(key)
+	err := w.handle(context.WithoutCancel(ctx), key)
+	w.mu.Lock()
+	w.handled++
+	w.mu.Unlock()
+	switch {
+	case err == nil, errors.Is(err, core.ErrRefused), errors.Is(err, core.ErrInvalid):
+		if err != nil {
+			w.log.Debug("not attached", "key", key, "reason", err)
+		}
+		w.queue.Forget(key)
+	case w.queue.NumRequeues(key) < w.opts.MaxRetries:
+		w.log.Warn("transient failure; retrying", "key", key, "err", err)
+		w.queue.AddRateLimited(key)
+	default:
+		w.log.Error("giving up until the next resync", "key", key, "err", err)
+		w.queue.Forget(key)
+	}
+	return true
+}
+
+func (w *Watcher) handle(ctx context.Context, key string) error {
+	obj, exists, err := w.inf.GetStore().GetByKey(key)
+	if err != nil || !exists {
+		return err
+	}
+	rs, ok := obj.(*appsv1.ReplicaSet)
+	if !ok || rs.DeletionTimestamp != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	res, err := w.attacher.Attach(ctx, core.Event{Cluster: w.opts.Cluster, Namespace: rs.Namespace, Name: rs.Name, UID: rs.UID, Options: w.spec})
+	if res.Writes() > 0 {
+		w.log.Info("attached", "summary", res.Summary())
+	}
+	return err
+}
