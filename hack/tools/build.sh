@@ -57,4 +57,4 @@ for name in "${want[@]}"; do
   esac
 done
 # The CRD manifests the local control plane installs come from these pinned modules.
-(cd "$root/hack/tools/crds" && go mod download github.com/argoproj/argo-rollouts github.com/argoproj/argo-events)
+(cd "$root/hack/tools/crds" && go mod download github.com/argoproj/argo-rollouts github.com/argoproj/argo-events github.com/argoproj/argo-cd/v3)

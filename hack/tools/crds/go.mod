@@ -6,6 +6,7 @@ module github.com/configmap-attacher/configmap-attacher/hack/tools/crds
 go 1.26
 
 require (
+	github.com/argoproj/argo-cd/v3 v3.5.7
 	github.com/argoproj/argo-events v1.9.11
 	github.com/argoproj/argo-rollouts v1.8.3
 )
