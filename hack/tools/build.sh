@@ -57,4 +57,5 @@ for name in "${want[@]}"; do
   esac
 done
 # The CRD manifests the local control plane installs come from these pinned modules.
-(cd "$root/hack/tools/crds" && go mod download github.com/argoproj/argo-rollouts github.com/argoproj/argo-events github.com/argoproj/argo-cd/v3)
+(cd "$root/hack/tools/crds" && go mod download github.com/argoproj/argo-rollouts github.com/argoproj/argo-events github.com/argoproj/argo-cd/v3 \
+  github.com/cert-manager/cert-manager github.com/prometheus-operator/prometheus-operator)

@@ -9,4 +9,6 @@ require (
 	github.com/argoproj/argo-cd/v3 v3.5.7
 	github.com/argoproj/argo-events v1.9.11
 	github.com/argoproj/argo-rollouts v1.8.3
+	github.com/cert-manager/cert-manager v1.18.2
+	github.com/prometheus-operator/prometheus-operator v0.85.0
 )
