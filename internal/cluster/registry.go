@@ -1,0 +1,625 @@
+// Package cluster is the multi-cluster registry: the set of clusters one service
+// serves, each with its own Kubernetes clients, informer cache (package cache), core
+// Attacher and health. Clusters come from kubeconfig contexts, from the cluster the
+// service runs in, and from Argo CD's declarative cluster Secrets, which are watched so
+// that an added, changed or removed Secret takes effect without a restart.
+//
+// A Registry implements trigger.Clusters and sensor.Clusters: an event names its
+// cluster, the empty name is the default cluster, and an unknown name is a
+// *core.FieldError for field "cluster" (core.ErrInvalid). One unreachable cluster never
+// blocks the others: each cluster's caches and health probe run on their own, and an
+// event for a cluster whose last probe failed is answered at once with
+// core.ErrUnavailable (retry later).
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/configmap-attacher/configmap-attacher/internal/cache"
+	"github.com/configmap-attacher/configmap-attacher/internal/core"
+	"github.com/configmap-attacher/configmap-attacher/internal/kube"
+)
+
+// Defaults of Options.
+const (
+	DefaultProbeInterval = 10 * time.Second
+	DefaultProbeTimeout  = 5 * time.Second
+	// DefaultArgoCDResync is how often Argo CD Secrets are re-examined (a Secret that
+	// lost a name conflict is retried then).
+	DefaultArgoCDResync = time.Minute
+)
+
+// Options configure a Registry.
+type Options struct {
+	// Clusters are the static clusters (the home cluster, kubeconfig contexts). At least
+	// one is required; names must be unique.
+	Clusters []Spec
+	// Default names the cluster events without a cluster go to; empty means the first
+	// of Clusters.
+	Default string
+	// ArgoCDNamespace, when set, registers the clusters of the Argo CD cluster Secrets
+	// in this namespace of the default cluster, watched live.
+	ArgoCDNamespace string
+	// ArgoCDClient reads those Secrets; nil means the default cluster's client.
+	ArgoCDClient kubernetes.Interface
+	// Namespace limits every cluster's caches to one namespace (clusters whose Spec
+	// lists Namespaces use those instead); empty means all namespaces.
+	Namespace string
+	// AllowSecrets and BlockOwnerDeletion configure every cluster's Attacher (see
+	// core.Config); AllowSecrets also caches Secret metadata.
+	AllowSecrets, BlockOwnerDeletion bool
+	// ProbeInterval and ProbeTimeout pace the health probe (GET /readyz) of each
+	// cluster; zero means DefaultProbeInterval and DefaultProbeTimeout.
+	ProbeInterval, ProbeTimeout time.Duration
+	// PerCluster, when set, runs for every registered cluster, from its registration
+	// (or Run) until it is removed or Run ends (its ctx is then cancelled): for
+	// per-cluster work such as a GC sweeper. Its error is logged.
+	PerCluster func(ctx context.Context, c *Cluster) error
+	// Logger receives logs; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Cluster is one registered cluster as other packages use it.
+type Cluster struct {
+	// Spec is how the cluster is reached.
+	Spec Spec
+	// Clients are the cluster's own clients.
+	Clients *kube.Clients
+	// Reader is the informer-backed reader (live reads on cache misses).
+	Reader core.Reader
+	// Attacher is the cluster's core.
+	Attacher *core.Attacher
+}
+
+// Name returns the cluster's name.
+func (c *Cluster) Name() string { return c.Spec.Name }
+
+// Status is the state of one cluster (or of an Argo CD Secret that could not be
+// registered), for /readyz, metrics and the status command.
+type Status struct {
+	Name   string `json:"name"`
+	Source string `json:"source"`
+	Origin string `json:"origin,omitempty"`
+	Server string `json:"server,omitempty"`
+	// Default marks the cluster events without a cluster name go to.
+	Default    bool     `json:"default,omitempty"`
+	Namespaces []string `json:"namespaces,omitempty"`
+	// Registered is false for an Argo CD Secret that is invalid or conflicts.
+	Registered bool `json:"registered"`
+	// Reachable: the last health probe succeeded. Synced: the caches have listed.
+	Reachable bool `json:"reachable"`
+	Synced    bool `json:"synced"`
+	// Healthy is Registered && Reachable && Synced.
+	Healthy bool `json:"healthy"`
+	// Error is why the cluster is not healthy (probe error, invalid Secret, conflict).
+	Error string `json:"error,omitempty"`
+	// LastProbe is when the last probe ended; Since when Reachable last changed.
+	LastProbe time.Time `json:"lastProbe,omitzero"`
+	Since     time.Time `json:"since,omitzero"`
+}
+
+// Registry is the set of served clusters. Create it with New, start it with Run. It is
+// safe for concurrent use.
+type Registry struct {
+	opts Options
+	log  *slog.Logger
+
+	mu       sync.RWMutex
+	members  map[string]*member
+	secrets  map[string]string // Argo CD Secret namespace/name -> registered cluster name
+	invalid  map[string]Status // Argo CD Secret namespace/name -> why it is not registered
+	runCtx   context.Context
+	wg       sync.WaitGroup
+	running  atomic.Bool
+	argoSync atomic.Pointer[toolscache.InformerSynced]
+	defName  string
+}
+
+type member struct {
+	c            Cluster
+	secret       string // Argo CD Secret namespace/name, "" for static clusters
+	fingerprint  string
+	caches       []*cache.Cache
+	cancel       context.CancelFunc
+	done         chan struct{}
+	healthMu     sync.Mutex
+	reachable    bool
+	probed       bool
+	probeErr     string
+	lastProbe    time.Time
+	reachableChg time.Time
+}
+
+// New validates opts and builds the static clusters' clients, caches and Attachers
+// (nothing is contacted or started until Run).
+func New(opts Options) (*Registry, error) {
+	if len(opts.Clusters) == 0 {
+		return nil, errors.New("cluster: at least one cluster is required")
+	}
+	if opts.ProbeInterval <= 0 {
+		opts.ProbeInterval = DefaultProbeInterval
+	}
+	if opts.ProbeTimeout <= 0 {
+		opts.ProbeTimeout = DefaultProbeTimeout
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	r := &Registry{opts: opts, log: log.With("component", "clusters"), members: map[string]*member{},
+		secrets: map[string]string{}, invalid: map[string]Status{}}
+	for _, sp := range opts.Clusters {
+		if err := ValidateName(sp.Name); err != nil {
+			return nil, fmt.Errorf("cluster: %w", err)
+		}
+		if _, dup := r.members[sp.Name]; dup {
+			return nil, fmt.Errorf("cluster: %q is registered twice", sp.Name)
+		}
+		m, err := r.newMember(sp)
+		if err != nil {
+			return nil, err
+		}
+		r.members[sp.Name] = m
+	}
+	r.defName = opts.Default
+	if r.defName == "" {
+		r.defName = opts.Clusters[0].Name
+	}
+	if _, ok := r.members[r.defName]; !ok {
+		return nil, fmt.Errorf("cluster: default cluster %q is not among the clusters (%s)", r.defName, strings.Join(r.Names(), ", "))
+	}
+	return r, nil
+}
+
+func (r *Registry) newMember(sp Spec) (*member, error) {
+	if sp.Config == nil {
+		return nil, fmt.Errorf("cluster %q: no client configuration", sp.Name)
+	}
+	clients, err := kube.NewClients(sp.Config)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %q: %w", sp.Name, err)
+	}
+	nss := sp.Namespaces
+	if len(nss) == 0 {
+		nss = []string{r.opts.Namespace} // "" = all namespaces
+	}
+	log := r.log.With("cluster", sp.Name)
+	m := &member{c: Cluster{Spec: sp, Clients: clients}}
+	byNS := map[string]core.Reader{}
+	for _, ns := range nss {
+		c, err := cache.New(clients, cache.Options{Namespace: ns, Secrets: r.opts.AllowSecrets, Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("cluster %q: %w", sp.Name, err)
+		}
+		m.caches = append(m.caches, c)
+		byNS[ns] = c
+	}
+	m.c.Reader = m.caches[0]
+	if len(m.caches) > 1 {
+		m.c.Reader = nsReader{byNS: byNS, live: core.LiveReader{Client: clients.Kube, Dynamic: clients.Dynamic, Metadata: clients.Metadata}}
+	}
+	m.c.Attacher, err = core.NewAttacher(core.Config{Cluster: sp.Name, Client: clients.Kube, Reader: m.c.Reader,
+		AllowSecrets: r.opts.AllowSecrets, BlockOwnerDeletion: r.opts.BlockOwnerDeletion, Logger: r.log})
+	if err != nil {
+		return nil, fmt.Errorf("cluster %q: %w", sp.Name, err)
+	}
+	return m, nil
+}
+
+// DefaultName returns the name of the default cluster.
+func (r *Registry) DefaultName() string { return r.defName }
+
+// Names returns the registered cluster names, sorted.
+func (r *Registry) Names() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return sortedKeys(r.members)
+}
+
+// Cluster returns the registered cluster name ("" is the default) or a
+// *core.FieldError for "cluster".
+func (r *Registry) Cluster(name string) (*Cluster, error) {
+	m, err := r.lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	c := m.c
+	return &c, nil
+}
+
+// Clusters returns the registered clusters named (all when names is empty), sorted by
+// name. An unknown name is a *core.FieldError for "cluster".
+func (r *Registry) Clusters(names ...string) ([]*Cluster, error) {
+	if len(names) == 0 {
+		names = r.Names()
+	}
+	out := make([]*Cluster, 0, len(names))
+	for _, n := range names {
+		c, err := r.Cluster(n)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+func (r *Registry) lookup(name string) (*member, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if name == "" {
+		name = r.defName
+	}
+	m, ok := r.members[name]
+	if !ok {
+		names := sortedKeys(r.members)
+		if len(names) > 10 {
+			names = append(names[:10], "…")
+		}
+		return nil, core.Invalidf("cluster", "unknown cluster %q (registered: %s)", clip(name), strings.Join(names, ", "))
+	}
+	return m, nil
+}
+
+// Attacher implements trigger.Clusters and sensor.Clusters: the Attacher of cluster
+// name ("" is the default). An unknown name is a *core.FieldError for "cluster"
+// (core.ErrInvalid); a cluster whose last health probe failed gives an error wrapping
+// core.ErrUnavailable at once, so that the event is retried later instead of waiting
+// for a dead apiserver.
+func (r *Registry) Attacher(name string) (*core.Attacher, error) {
+	m, err := r.lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	m.healthMu.Lock()
+	down, why := m.probed && !m.reachable, m.probeErr
+	m.healthMu.Unlock()
+	if down {
+		return nil, fmt.Errorf("cluster %q: %w: %s", m.c.Spec.Name, core.ErrUnavailable, why)
+	}
+	return m.c.Attacher, nil
+}
+
+// Run starts every cluster's caches and health probe and, with
+// Options.ArgoCDNamespace, the watch of Argo CD cluster Secrets, and blocks until ctx
+// ends. It then stops everything and returns nil. A cluster that cannot be reached is
+// reported unhealthy, never an error of Run.
+func (r *Registry) Run(ctx context.Context) error {
+	if !r.running.CompareAndSwap(false, true) {
+		return errors.New("cluster: Run called twice")
+	}
+	r.mu.Lock()
+	r.runCtx = ctx
+	for _, m := range r.members {
+		r.startLocked(m)
+	}
+	r.mu.Unlock()
+
+	if r.opts.ArgoCDNamespace != "" {
+		client := r.opts.ArgoCDClient
+		if client == nil {
+			m, _ := r.lookup("")
+			client = m.c.Clients.Kube
+		}
+		if err := r.watchArgoCD(ctx, client); err != nil {
+			return err
+		}
+	}
+	<-ctx.Done()
+	r.wg.Wait()
+	r.log.Info("stopped")
+	return nil
+}
+
+// startLocked starts m's caches, probe and PerCluster under the registry's Run
+// context. r.mu must be held and Run must have begun.
+func (r *Registry) startLocked(m *member) {
+	ctx, cancel := context.WithCancel(r.runCtx)
+	m.cancel, m.done = cancel, make(chan struct{})
+	log := r.log.With("cluster", m.c.Spec.Name)
+	var wg sync.WaitGroup
+	for _, c := range m.caches {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := c.Run(ctx); err != nil {
+				log.Error("cache stopped", "error", err)
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r.probeLoop(ctx, m)
+	}()
+	if r.opts.PerCluster != nil {
+		c := m.c
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := r.opts.PerCluster(ctx, &c); err != nil && ctx.Err() == nil {
+				log.Error("per-cluster work failed", "error", err)
+			}
+		}()
+	}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		wg.Wait()
+		close(m.done)
+	}()
+	log.Info("cluster registered", "source", m.c.Spec.Source, "origin", m.c.Spec.Origin, "server", m.c.Spec.Server(),
+		"namespaces", m.c.Spec.Namespaces)
+}
+
+func (r *Registry) probeLoop(ctx context.Context, m *member) {
+	t := time.NewTicker(r.opts.ProbeInterval)
+	defer t.Stop()
+	for {
+		r.probe(ctx, m)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// probe asks the cluster's /readyz (readable by any user: system:public-info-viewer).
+func (r *Registry) probe(ctx context.Context, m *member) {
+	pctx, cancel := context.WithTimeout(ctx, r.opts.ProbeTimeout)
+	defer cancel()
+	_, err := m.c.Clients.Kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(pctx)
+	if ctx.Err() != nil {
+		return
+	}
+	now := time.Now()
+	m.healthMu.Lock()
+	was, first := m.reachable, !m.probed
+	m.probed, m.lastProbe = true, now
+	m.reachable = err == nil
+	m.probeErr = ""
+	if err != nil {
+		m.probeErr = oneLine(err.Error())
+	}
+	if first || was != m.reachable {
+		m.reachableChg = now
+	}
+	m.healthMu.Unlock()
+	log := r.log.With("cluster", m.c.Spec.Name)
+	switch {
+	case err != nil && (first || was):
+		log.Warn("cluster unreachable", "server", m.c.Spec.Server(), "error", err)
+	case err == nil && !first && !was:
+		log.Info("cluster reachable again", "server", m.c.Spec.Server())
+	}
+}
+
+func (m *member) synced() bool {
+	for _, c := range m.caches {
+		if !c.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+func (m *member) status(def bool) Status {
+	m.healthMu.Lock()
+	defer m.healthMu.Unlock()
+	st := Status{Name: m.c.Spec.Name, Source: m.c.Spec.Source, Origin: m.c.Spec.Origin, Server: m.c.Spec.Server(),
+		Default: def, Namespaces: m.c.Spec.Namespaces, Registered: true, Reachable: m.reachable, Synced: m.synced(),
+		LastProbe: m.lastProbe, Since: m.reachableChg}
+	switch {
+	case !m.probed:
+		st.Error = "not probed yet"
+	case !m.reachable:
+		st.Error = m.probeErr
+	case !st.Synced:
+		st.Error = "caches not synced"
+	}
+	st.Healthy = st.Reachable && st.Synced
+	return st
+}
+
+// Statuses returns the state of every registered cluster and of every Argo CD Secret
+// that could not be registered, sorted by name.
+func (r *Registry) Statuses() []Status {
+	r.mu.RLock()
+	out := make([]Status, 0, len(r.members)+len(r.invalid))
+	for name, m := range r.members {
+		out = append(out, m.status(name == r.defName))
+	}
+	for _, st := range r.invalid {
+		out = append(out, st)
+	}
+	r.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Name != out[j].Name {
+			return out[i].Name < out[j].Name
+		}
+		return out[i].Origin < out[j].Origin
+	})
+	return out
+}
+
+// Healthy reports whether cluster name ("" is the default) is registered, reachable
+// and synced.
+func (r *Registry) Healthy(name string) bool {
+	m, err := r.lookup(name)
+	if err != nil {
+		return false
+	}
+	return m.status(false).Healthy
+}
+
+// Ready is the service's readiness: the default cluster is healthy and, with Argo CD
+// Secrets, their first list is done. Other clusters being down does not make the
+// service unready (it keeps serving the healthy ones); Readiness says which are down.
+func (r *Registry) Ready() bool {
+	if p := r.argoSync.Load(); r.opts.ArgoCDNamespace != "" && (p == nil || !(*p)()) {
+		return false
+	}
+	return r.Healthy("")
+}
+
+// Readiness returns Ready and a text report, one line per cluster: "NAME ok" or
+// "NAME DOWN: reason" (for /readyz bodies and logs).
+func (r *Registry) Readiness() (bool, string) {
+	var b strings.Builder
+	for _, st := range r.Statuses() {
+		state := "ok"
+		if !st.Healthy {
+			state = "DOWN: " + st.Error
+		}
+		def := ""
+		if st.Default {
+			def = " (default)"
+		}
+		fmt.Fprintf(&b, "%s%s %s\n", st.Name, def, state)
+	}
+	if p := r.argoSync.Load(); r.opts.ArgoCDNamespace != "" && (p == nil || !(*p)()) {
+		fmt.Fprintf(&b, "argocd-secrets (%s) DOWN: not listed yet\n", r.opts.ArgoCDNamespace)
+	}
+	return r.Ready(), b.String()
+}
+
+// watchArgoCD starts the informer on Argo CD cluster Secrets; it stops with ctx.
+func (r *Registry) watchArgoCD(ctx context.Context, client kubernetes.Interface) error {
+	f := informers.NewSharedInformerFactoryWithOptions(client, DefaultArgoCDResync,
+		informers.WithNamespace(r.opts.ArgoCDNamespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.LabelSelector = ArgoCDSecretTypeLabel + "=" + ArgoCDSecretTypeCluster
+		}))
+	inf := f.Core().V1().Secrets().Informer()
+	_, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { r.upsertSecret(obj) },
+		UpdateFunc: func(_, obj any) { r.upsertSecret(obj) },
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if s, ok := obj.(*corev1.Secret); ok {
+				r.removeSecret(s.Namespace + "/" + s.Name)
+			}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("cluster: Argo CD Secret handler: %w", err)
+	}
+	var synced toolscache.InformerSynced = inf.HasSynced
+	r.argoSync.Store(&synced)
+	f.Start(ctx.Done())
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		<-ctx.Done()
+		f.Shutdown()
+	}()
+	r.log.Info("watching Argo CD cluster Secrets", "namespace", r.opts.ArgoCDNamespace)
+	return nil
+}
+
+func (r *Registry) upsertSecret(obj any) {
+	s, ok := obj.(*corev1.Secret)
+	if !ok {
+		return
+	}
+	key := s.Namespace + "/" + s.Name
+	fp := fingerprint(s)
+	sp, specErr := SpecFromSecret(s)
+
+	r.mu.Lock()
+	if r.runCtx == nil || r.runCtx.Err() != nil {
+		r.mu.Unlock()
+		return
+	}
+	if cur, ok := r.secrets[key]; ok {
+		if m := r.members[cur]; m != nil && m.fingerprint == fp {
+			r.mu.Unlock()
+			return // resync or an irrelevant change
+		}
+	}
+	old := r.unregisterLocked(key)
+	delete(r.invalid, key)
+	if specErr != nil {
+		r.invalid[key] = Status{Name: strings.TrimSpace(secretValue(s, "name")), Source: SourceArgoCD,
+			Origin: "Argo CD Secret " + key, Server: secretValue(s, "server"), Error: specErr.Error()}
+		r.mu.Unlock()
+		r.stop(old)
+		r.log.Warn("Argo CD cluster Secret ignored", "secret", key, "error", specErr)
+		return
+	}
+	if other, taken := r.members[sp.Name]; taken {
+		why := fmt.Sprintf("cluster name %q is already registered by %s", sp.Name, other.c.Spec.Origin)
+		r.invalid[key] = Status{Name: sp.Name, Source: SourceArgoCD, Origin: sp.Origin, Server: sp.Server(), Error: why}
+		r.mu.Unlock()
+		r.stop(old)
+		r.log.Warn("Argo CD cluster Secret ignored", "secret", key, "error", why)
+		return
+	}
+	m, err := r.newMember(sp)
+	if err != nil {
+		r.invalid[key] = Status{Name: sp.Name, Source: SourceArgoCD, Origin: sp.Origin, Server: sp.Server(), Error: err.Error()}
+		r.mu.Unlock()
+		r.stop(old)
+		r.log.Warn("Argo CD cluster Secret ignored", "secret", key, "error", err)
+		return
+	}
+	m.secret, m.fingerprint = key, fp
+	r.members[sp.Name] = m
+	r.secrets[key] = sp.Name
+	r.startLocked(m)
+	r.mu.Unlock()
+	r.stop(old)
+}
+
+func (r *Registry) removeSecret(key string) {
+	r.mu.Lock()
+	old := r.unregisterLocked(key)
+	delete(r.invalid, key)
+	r.mu.Unlock()
+	r.stop(old)
+}
+
+// unregisterLocked removes the cluster registered by Secret key and returns it (nil if
+// none). r.mu must be held.
+func (r *Registry) unregisterLocked(key string) *member {
+	name, ok := r.secrets[key]
+	if !ok {
+		return nil
+	}
+	delete(r.secrets, key)
+	m := r.members[name]
+	if m == nil || m.secret != key {
+		return nil
+	}
+	delete(r.members, name)
+	return m
+}
+
+// stop cancels m's goroutines and waits for them (m nil: nothing).
+func (r *Registry) stop(m *member) {
+	if m == nil {
+		return
+	}
+	m.cancel()
+	<-m.done
+	r.log.Info("cluster unregistered", "cluster", m.c.Spec.Name, "origin", m.c.Spec.Origin)
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

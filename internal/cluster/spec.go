@@ -1,0 +1,349 @@
+package cluster
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/configmap-attacher/configmap-attacher/internal/kube"
+)
+
+// Where a cluster's configuration came from (Spec.Source).
+const (
+	// SourceHome is the cluster the service runs in: the in-cluster service account,
+	// or the kubeconfig's current (or --context) context.
+	SourceHome = "home"
+	// SourceKubeconfig is a kubeconfig context selected with --cluster or --all-contexts.
+	SourceKubeconfig = "kubeconfig"
+	// SourceArgoCD is an Argo CD declarative cluster Secret.
+	SourceArgoCD = "argocd"
+)
+
+// Argo CD's declarative cluster Secret format
+// (https://argo-cd.readthedocs.io/en/stable/operator-manual/declarative-setup/#clusters).
+const (
+	// ArgoCDSecretTypeLabel marks Argo CD's credential Secrets; value ArgoCDSecretTypeCluster.
+	ArgoCDSecretTypeLabel = "argocd.argoproj.io/secret-type"
+	// ArgoCDSecretTypeCluster is ArgoCDSecretTypeLabel's value on cluster Secrets.
+	ArgoCDSecretTypeCluster = "cluster"
+	// ArgoCDInClusterServer is the server URL Argo CD uses for the cluster it runs in.
+	ArgoCDInClusterServer = "https://kubernetes.default.svc"
+)
+
+// Spec says how to reach one cluster. Specs are pure data: building one contacts no
+// server.
+type Spec struct {
+	// Name is the cluster name events carry (EventSource metadata.cluster).
+	Name string
+	// Source is SourceHome, SourceKubeconfig or SourceArgoCD; Origin names the context
+	// or the Secret (namespace/name) it came from.
+	Source, Origin string
+	// Config is the client configuration (not shared with other Specs).
+	Config *rest.Config
+	// Namespaces limits the caches and sweeps to these namespaces; empty means all.
+	Namespaces []string
+}
+
+// Server returns the cluster's API server URL.
+func (s Spec) Server() string {
+	if s.Config == nil {
+		return ""
+	}
+	return s.Config.Host
+}
+
+// ValidateName checks a cluster name: non-empty, at most 253 characters, no whitespace
+// or control characters (it appears in metric labels, logs and event metadata).
+func ValidateName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("cluster name is empty")
+	case len(name) > validation.DNS1123SubdomainMaxLength:
+		return fmt.Errorf("cluster name is %d characters long, at most %d are allowed", len(name), validation.DNS1123SubdomainMaxLength)
+	case strings.IndexFunc(name, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0:
+		return fmt.Errorf("cluster name %q contains whitespace or control characters", clip(name))
+	}
+	return nil
+}
+
+// HomeSpec returns the Spec of the cluster the service runs in, named name: the
+// configuration kube.RESTConfig selects from o (in-cluster service account, or the
+// kubeconfig's context).
+func HomeSpec(name string, o kube.ConfigOptions) (Spec, error) {
+	if err := ValidateName(name); err != nil {
+		return Spec{}, err
+	}
+	cfg, err := kube.RESTConfig(o)
+	if err != nil {
+		return Spec{}, err
+	}
+	origin := "in-cluster"
+	if !o.InCluster {
+		origin = "kubeconfig"
+		if o.Context != "" {
+			origin = "kubeconfig context " + o.Context
+		}
+	}
+	return Spec{Name: name, Source: SourceHome, Origin: origin, Config: cfg}, nil
+}
+
+// KubeconfigSpecs returns one Spec per kubeconfig context, each named after its
+// context: the contexts listed, or every context of the kubeconfig (sorted) when all is
+// set. kubeconfig empty means $KUBECONFIG, then ~/.kube/config. qps and burst are as
+// in kube.ConfigOptions. An unknown context is an error naming it.
+func KubeconfigSpecs(kubeconfig string, contexts []string, all bool, qps float32, burst int) ([]Spec, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if kubeconfig != "" {
+		rules.ExplicitPath = kubeconfig
+	}
+	raw, err := rules.Load()
+	if err != nil {
+		return nil, fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	names := contexts
+	if all {
+		names = make([]string, 0, len(raw.Contexts))
+		for n := range raw.Contexts {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		if len(names) == 0 {
+			return nil, errors.New("--all-contexts: the kubeconfig has no contexts")
+		}
+	}
+	seen := map[string]bool{}
+	specs := make([]Spec, 0, len(names))
+	for _, n := range names {
+		if seen[n] {
+			continue
+		}
+		seen[n] = true
+		if err := ValidateName(n); err != nil {
+			return nil, fmt.Errorf("kubeconfig context: %w", err)
+		}
+		if _, ok := raw.Contexts[n]; !ok {
+			return nil, fmt.Errorf("kubeconfig context %q not found (contexts: %s)", clip(n), strings.Join(sortedKeys(raw.Contexts), ", "))
+		}
+		cfg, err := kube.RESTConfig(kube.ConfigOptions{Kubeconfig: kubeconfig, Context: n, QPS: qps, Burst: burst})
+		if err != nil {
+			return nil, fmt.Errorf("kubeconfig context %q: %w", n, err)
+		}
+		specs = append(specs, Spec{Name: n, Source: SourceKubeconfig, Origin: "kubeconfig context " + n, Config: cfg})
+	}
+	return specs, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// argoClusterConfig is the JSON document of an Argo CD cluster Secret's "config" key
+// (Argo CD's v1alpha1.ClusterConfig). []byte fields are base64 in JSON, as Argo CD
+// writes them.
+type argoClusterConfig struct {
+	Username           string              `json:"username,omitempty"`
+	Password           string              `json:"password,omitempty"`
+	BearerToken        string              `json:"bearerToken,omitempty"`
+	TLSClientConfig    argoTLSClientConfig `json:"tlsClientConfig"`
+	AWSAuthConfig      json.RawMessage     `json:"awsAuthConfig,omitempty"`
+	ExecProviderConfig *argoExecProvider   `json:"execProviderConfig,omitempty"`
+	DisableCompression bool                `json:"disableCompression,omitempty"`
+	ProxyURL           string              `json:"proxyUrl,omitempty"`
+}
+
+type argoTLSClientConfig struct {
+	Insecure   bool   `json:"insecure"`
+	ServerName string `json:"serverName,omitempty"`
+	CertData   []byte `json:"certData,omitempty"`
+	KeyData    []byte `json:"keyData,omitempty"`
+	CAData     []byte `json:"caData,omitempty"`
+}
+
+type argoExecProvider struct {
+	Command     string            `json:"command,omitempty"`
+	Args        []string          `json:"args,omitempty"`
+	Env         map[string]string `json:"env,omitempty"`
+	APIVersion  string            `json:"apiVersion,omitempty"`
+	InstallHint string            `json:"installHint,omitempty"`
+}
+
+// IsArgoCDClusterSecret reports whether s carries Argo CD's cluster Secret label.
+func IsArgoCDClusterSecret(s *corev1.Secret) bool {
+	return s != nil && s.Labels[ArgoCDSecretTypeLabel] == ArgoCDSecretTypeCluster
+}
+
+// SpecFromSecret converts an Argo CD declarative cluster Secret to a Spec. Data keys:
+// "server" (required), "name" (default: the server URL, as in Argo CD), "config" (JSON:
+// bearerToken, username/password, tlsClientConfig {insecure, serverName, caData,
+// certData, keyData}, execProviderConfig {command, args, env, apiVersion, installHint},
+// proxyUrl, disableCompression) and "namespaces" (comma list). The in-cluster server
+// https://kubernetes.default.svc without credentials means the pod's service account.
+// awsAuthConfig is not supported (use execProviderConfig). Errors name the Secret and key.
+func SpecFromSecret(s *corev1.Secret) (Spec, error) {
+	if s == nil {
+		return Spec{}, errors.New("nil Secret")
+	}
+	key := s.Namespace + "/" + s.Name
+	fail := func(format string, args ...any) (Spec, error) {
+		return Spec{}, fmt.Errorf("Argo CD cluster Secret %s: %s", key, fmt.Sprintf(format, args...))
+	}
+	if !IsArgoCDClusterSecret(s) {
+		return fail("missing label %s=%s", ArgoCDSecretTypeLabel, ArgoCDSecretTypeCluster)
+	}
+	server := strings.TrimSpace(secretValue(s, "server"))
+	if server == "" {
+		return fail(`data key "server" is required`)
+	}
+	u, err := url.Parse(server)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return fail(`"server" %q is not an http(s) URL`, clip(server))
+	}
+	name := strings.TrimSpace(secretValue(s, "name"))
+	if name == "" {
+		name = server
+	}
+	if err := ValidateName(name); err != nil {
+		return fail(`"name": %v`, err)
+	}
+	var cc argoClusterConfig
+	if raw := secretValue(s, "config"); strings.TrimSpace(raw) != "" {
+		dec := json.NewDecoder(strings.NewReader(raw))
+		if err := dec.Decode(&cc); err != nil {
+			return fail(`"config" is not valid cluster config JSON: %v`, err)
+		}
+	}
+	if len(cc.AWSAuthConfig) > 0 && string(cc.AWSAuthConfig) != "null" {
+		return fail(`"config".awsAuthConfig is not supported; use execProviderConfig (for example "aws eks get-token")`)
+	}
+	var nss []string
+	for _, ns := range strings.Split(secretValue(s, "namespaces"), ",") {
+		if ns = strings.TrimSpace(ns); ns == "" {
+			continue
+		}
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return fail(`"namespaces": %q is not a namespace name`, clip(ns))
+		}
+		nss = append(nss, ns)
+	}
+
+	hasCreds := cc.BearerToken != "" || cc.Username != "" || len(cc.TLSClientConfig.CertData) > 0 || cc.ExecProviderConfig != nil
+	var cfg *rest.Config
+	if strings.TrimSuffix(server, "/") == ArgoCDInClusterServer && !hasCreds {
+		if cfg, err = rest.InClusterConfig(); err != nil {
+			return fail("in-cluster server %s: %v", ArgoCDInClusterServer, err)
+		}
+	} else {
+		cfg = &rest.Config{
+			Host:        server,
+			BearerToken: cc.BearerToken,
+			Username:    cc.Username,
+			Password:    cc.Password,
+			TLSClientConfig: rest.TLSClientConfig{
+				Insecure:   cc.TLSClientConfig.Insecure,
+				ServerName: cc.TLSClientConfig.ServerName,
+				CAData:     cc.TLSClientConfig.CAData,
+				CertData:   cc.TLSClientConfig.CertData,
+				KeyData:    cc.TLSClientConfig.KeyData,
+			},
+			DisableCompression: cc.DisableCompression,
+		}
+		if (len(cc.TLSClientConfig.CertData) > 0) != (len(cc.TLSClientConfig.KeyData) > 0) {
+			return fail(`"config".tlsClientConfig: certData and keyData go together`)
+		}
+		if e := cc.ExecProviderConfig; e != nil {
+			if e.Command == "" {
+				return fail(`"config".execProviderConfig.command is required`)
+			}
+			api := e.APIVersion
+			if api == "" {
+				api = "client.authentication.k8s.io/v1beta1"
+			}
+			ec := &clientcmdapi.ExecConfig{Command: e.Command, Args: e.Args, APIVersion: api, InstallHint: e.InstallHint,
+				InteractiveMode: clientcmdapi.NeverExecInteractiveMode}
+			for _, k := range sortedKeys(e.Env) {
+				ec.Env = append(ec.Env, clientcmdapi.ExecEnvVar{Name: k, Value: e.Env[k]})
+			}
+			cfg.ExecProvider = ec
+		}
+		if cc.ProxyURL != "" {
+			pu, err := url.Parse(cc.ProxyURL)
+			if err != nil || pu.Host == "" {
+				return fail(`"config".proxyUrl %q is not a URL`, clip(cc.ProxyURL))
+			}
+			cfg.Proxy = http.ProxyURL(pu)
+		}
+	}
+	cfg.UserAgent = kube.UserAgent
+	cfg.QPS, cfg.Burst = 50, 100
+	return Spec{Name: name, Source: SourceArgoCD, Origin: "Argo CD Secret " + key, Config: cfg, Namespaces: nss}, nil
+}
+
+// secretValue returns data[key], else stringData[key] (set by clients before the
+// apiserver merges it; present in unit tests and dry runs).
+func secretValue(s *corev1.Secret, key string) string {
+	if v, ok := s.Data[key]; ok {
+		return string(v)
+	}
+	return s.StringData[key]
+}
+
+// fingerprint identifies the content of an Argo CD cluster Secret that matters here,
+// so that a resync or an unrelated change (labels, annotations) restarts nothing.
+func fingerprint(s *corev1.Secret) string {
+	h := sha256.New()
+	for _, k := range []string{"name", "server", "config", "namespaces"} {
+		v := secretValue(s, k)
+		fmt.Fprintf(h, "%s=%d:%s;", k, len(v), v)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// ArgoCDSpecs lists the Argo CD cluster Secrets in namespace ns once (for one-shot
+// commands; the Registry watches them instead). It returns the valid Specs and one
+// error per invalid Secret; the error is a listing failure.
+func ArgoCDSpecs(ctx context.Context, client kubernetes.Interface, ns string) ([]Spec, []error, error) {
+	list, err := client.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: ArgoCDSecretTypeLabel + "=" + ArgoCDSecretTypeCluster})
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing Argo CD cluster Secrets in %s: %w", ns, err)
+	}
+	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
+	var specs []Spec
+	var bad []error
+	for i := range list.Items {
+		sp, err := SpecFromSecret(&list.Items[i])
+		if err != nil {
+			bad = append(bad, err)
+			continue
+		}
+		specs = append(specs, sp)
+	}
+	return specs, bad, nil
+}
+
+func clip(s string) string {
+	const max = 80
+	if len(s) <= max {
+		return s
+	}
+	return s[:max] + "…"
+}

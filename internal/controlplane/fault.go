@@ -1,0 +1,60 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// StopAPIServer stops only kube-apiserver (SIGTERM, then SIGKILL after 10 s), leaving
+// etcd and kube-controller-manager running: clients then get connection errors, as
+// when a member cluster becomes unreachable. RestartAPIServer brings it back. It
+// returns an error if no kube-apiserver is running.
+func (cp *ControlPlane) StopAPIServer() error {
+	cp.mu.Lock()
+	var found *process
+	kept := cp.procs[:0:0]
+	for _, p := range cp.procs {
+		if p.name == "kube-apiserver" && found == nil {
+			found = p
+			continue
+		}
+		kept = append(kept, p)
+	}
+	cp.procs = kept
+	cp.mu.Unlock()
+	if found == nil {
+		return errors.New("controlplane: kube-apiserver is not running")
+	}
+	found.stop(10 * time.Second)
+	cp.opts.Logf("controlplane %s: kube-apiserver stopped", cp.opts.Name)
+	return nil
+}
+
+// RestartAPIServer starts kube-apiserver again with the same flags (same port,
+// certificates and tokens, so existing clients reconnect) and waits until /readyz
+// answers. It is an error if one is already running.
+func (cp *ControlPlane) RestartAPIServer(ctx context.Context) error {
+	cp.mu.Lock()
+	for _, p := range cp.procs {
+		if p.name == "kube-apiserver" {
+			cp.mu.Unlock()
+			return errors.New("controlplane: kube-apiserver is already running")
+		}
+	}
+	args := cp.apiserverArgs
+	cp.mu.Unlock()
+	if len(args) == 0 {
+		return errors.New("controlplane: kube-apiserver was never started")
+	}
+	if err := cp.run("kube-apiserver", args); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, cp.opts.StartTimeout)
+	defer cancel()
+	if err := cp.waitAPIServerReady(ctx); err != nil {
+		return err
+	}
+	cp.opts.Logf("controlplane %s: kube-apiserver restarted at %s", cp.opts.Name, cp.serverURL)
+	return nil
+}
