@@ -2,22 +2,19 @@ package sensor
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/configmap-attacher/configmap-attacher/eventsource"
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
+	"github.com/configmap-attacher/configmap-attacher/internal/eventbus"
 )
 
 // Argo Events EventBus layout (github.com/argoproj/argo-events pkg/eventbus/jetstream):
@@ -35,23 +32,11 @@ type Clusters interface {
 	Attacher(name string) (*core.Attacher, error)
 }
 
-// Auth is how the subscriber authenticates to NATS, as Argo Events' EventBus does:
-// a token, or a user and password (Argo keeps them in the EventBus's accessSecret).
-type Auth struct {
-	Token    string
-	User     string
-	Password string
-}
-
-// TLS configures the connection. Argo Events' own clients always dial TLS and skip
-// verification when no CA is configured; this subscriber verifies unless told otherwise.
-type TLS struct {
-	CAFile             string
-	CertFile, KeyFile  string
-	InsecureSkipVerify bool
-	// Disable dials plain TCP (only for a NATS server without TLS).
-	Disable bool
-}
+// Auth and TLS configure the EventBus connection (see package eventbus).
+type (
+	Auth = eventbus.Auth
+	TLS  = eventbus.TLS
+)
 
 // Options configures a Subscriber.
 type Options struct {
@@ -182,7 +167,7 @@ func (s *Subscriber) Ready() <-chan struct{} { return s.ready }
 // stops pulling, finishes the messages in flight and closes the connection. It returns
 // nil on a clean shutdown and an error if the connection or consumer cannot be set up.
 func (s *Subscriber) Run(ctx context.Context) error {
-	nc, err := s.connect()
+	nc, err := eventbus.Connect(eventbus.Conn{URL: s.opts.URL, Auth: s.opts.Auth, TLS: s.opts.TLS, Name: "configmap-attacher"}, s.log)
 	if err != nil {
 		return err
 	}
@@ -222,7 +207,7 @@ func (s *Subscriber) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("pulling from consumer %q: %w", s.opts.Durable, err)
 	}
-	s.log.Info("subscribed to the EventBus", "url", redactURL(s.opts.URL), "stream", s.opts.Stream,
+	s.log.Info("subscribed to the EventBus", "url", eventbus.RedactURL(s.opts.URL), "stream", s.opts.Stream,
 		"consumer", s.opts.Durable, "subject", s.opts.Subject())
 	s.once.Do(func() { close(s.ready) })
 
@@ -373,75 +358,6 @@ func Classify(err error) Outcome {
 		return OutcomeTerm
 	}
 	return OutcomeNak
-}
-
-func (s *Subscriber) connect() (*nats.Conn, error) {
-	opts := []nats.Option{
-		nats.Name("configmap-attacher"),
-		nats.MaxReconnects(-1),
-		nats.ReconnectWait(time.Second),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			if err != nil {
-				s.log.Warn("EventBus disconnected", "err", err)
-			}
-		}),
-		nats.ReconnectHandler(func(*nats.Conn) { s.log.Info("EventBus reconnected") }),
-	}
-	switch {
-	case s.opts.Auth.Token != "":
-		opts = append(opts, nats.Token(s.opts.Auth.Token))
-	case s.opts.Auth.User != "":
-		opts = append(opts, nats.UserInfo(s.opts.Auth.User, s.opts.Auth.Password))
-	}
-	if !s.opts.TLS.Disable {
-		tc, err := s.opts.TLS.config()
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, nats.Secure(tc))
-	}
-	nc, err := nats.Connect(s.opts.URL, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("connecting to the EventBus at %s: %w: %w", redactURL(s.opts.URL), core.ErrUnavailable, err)
-	}
-	return nc, nil
-}
-
-func (t TLS) config() (*tls.Config, error) {
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: t.InsecureSkipVerify} //nolint:gosec // opt-in, mirrors Argo Events' EventBus clients
-	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("EventBus CA file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, core.Invalidf("eventbus-tls-ca-file", "%s holds no PEM certificate", t.CAFile)
-		}
-		tc.RootCAs = pool
-	}
-	if t.CertFile != "" || t.KeyFile != "" {
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("EventBus client certificate: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	return tc, nil
-}
-
-// redactURL drops credentials from a NATS URL before it is logged.
-func redactURL(u string) string {
-	var out []string
-	for _, part := range strings.Split(u, ",") {
-		if i := strings.Index(part, "@"); i >= 0 {
-			if j := strings.Index(part, "://"); j >= 0 && j < i {
-				part = part[:j+3] + "REDACTED" + part[i:]
-			}
-		}
-		out = append(out, part)
-	}
-	return strings.Join(out, ",")
 }
 
 type metrics struct {

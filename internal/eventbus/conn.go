@@ -1,0 +1,120 @@
+// Package eventbus connects to an Argo Events EventBus (NATS JetStream) the way Argo
+// Events' own clients do: a token or user/password (the EventBus accessSecret) and TLS.
+package eventbus
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/configmap-attacher/configmap-attacher/internal/core"
+)
+
+// Conn describes an EventBus connection.
+type Conn struct {
+	// URL of the NATS server(s), comma separated (nats://host:4222).
+	URL  string
+	Auth Auth
+	TLS  TLS
+	// Name is the client name shown by the server; default "configmap-attacher".
+	Name string
+}
+
+// Auth is how a client authenticates to NATS, as Argo Events' EventBus does:
+// a token, or a user and password (Argo keeps them in the EventBus's accessSecret).
+type Auth struct {
+	Token    string
+	User     string
+	Password string
+}
+
+// TLS configures the connection. Argo Events' own clients always dial TLS and skip
+// verification when no CA is configured; these clients verify unless told otherwise.
+type TLS struct {
+	CAFile             string
+	CertFile, KeyFile  string
+	InsecureSkipVerify bool
+	// Disable dials plain TCP (only for a NATS server without TLS).
+	Disable bool
+}
+
+// Connect dials the EventBus described by c, reconnecting forever, and logs
+// disconnects and reconnects to log. A dial failure wraps core.ErrUnavailable.
+func Connect(c Conn, log *slog.Logger) (*nats.Conn, error) {
+	if c.Name == "" {
+		c.Name = "configmap-attacher"
+	}
+	opts := []nats.Option{
+		nats.Name(c.Name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(time.Second),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("EventBus disconnected", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(*nats.Conn) { log.Info("EventBus reconnected") }),
+	}
+	switch {
+	case c.Auth.Token != "":
+		opts = append(opts, nats.Token(c.Auth.Token))
+	case c.Auth.User != "":
+		opts = append(opts, nats.UserInfo(c.Auth.User, c.Auth.Password))
+	}
+	if !c.TLS.Disable {
+		tc, err := c.TLS.Config()
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, nats.Secure(tc))
+	}
+	nc, err := nats.Connect(c.URL, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the EventBus at %s: %w: %w", RedactURL(c.URL), core.ErrUnavailable, err)
+	}
+	return nc, nil
+}
+
+// Config returns the TLS client configuration t describes.
+func (t TLS) Config() (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: t.InsecureSkipVerify} //nolint:gosec // opt-in, mirrors Argo Events' EventBus clients
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("EventBus CA file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, core.Invalidf("eventbus-tls-ca-file", "%s holds no PEM certificate", t.CAFile)
+		}
+		tc.RootCAs = pool
+	}
+	if t.CertFile != "" || t.KeyFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("EventBus client certificate: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}
+
+// RedactURL drops credentials from a NATS URL before it is logged.
+func RedactURL(u string) string {
+	var out []string
+	for _, part := range strings.Split(u, ",") {
+		if i := strings.Index(part, "@"); i >= 0 {
+			if j := strings.Index(part, "://"); j >= 0 && j < i {
+				part = part[:j+3] + "REDACTED" + part[i:]
+			}
+		}
+		out = append(out, part)
+	}
+	return strings.Join(out, ",")
+}
