@@ -22,12 +22,15 @@ tools: ## build the pinned etcd, kube-apiserver, kube-controller-manager and arg
 
 test: tools lint ## run every test on the real local control plane (builds the tools first)
 	$(GO) test $(TEST_FLAGS) ./...
+	cd deploy/test && $(GO) test $(TEST_FLAGS) ./...
 
 unit: ## fast unit tests only (no control plane)
 	$(GO) test -count=1 -short ./...
+	cd deploy/test && $(GO) test -count=1 -short ./...
 
 lint: ## go vet + gofmt check
 	$(GO) vet ./...
+	cd deploy/test && $(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 run: tools build ## run the service on the embedded default (a local control plane), Ctrl-C to stop
@@ -35,3 +38,15 @@ run: tools build ## run the service on the embedded default (a local control pla
 
 clean: ## remove bin/
 	rm -rf $(BIN)
+
+# --- deploy (deploy/README.md) ---
+IMAGE ?= configmap-attacher:$(VERSION)
+DOCKER ?= docker
+
+.PHONY: docker-build deploy-test
+
+docker-build: ## build the container image $(IMAGE) (static binary, distroless, non-root; VERSION stamped)
+	$(DOCKER) build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
+
+deploy-test: tools ## the deploy proof: chart/kustomize render, server-side dry run, the service under the shipped RBAC
+	cd deploy/test && $(GO) test $(TEST_FLAGS) ./...
