@@ -90,9 +90,9 @@ func (s *HTTPServer) Handler() http.Handler {
 		case s.stopping.Load():
 			plain(w, http.StatusServiceUnavailable, "shutting down")
 		case !s.svc.Ready():
-			plain(w, http.StatusServiceUnavailable, "caches not synced")
+			plain(w, http.StatusServiceUnavailable, withDetail("caches not synced", s.svc.ReadyDetail()))
 		default:
-			plain(w, http.StatusOK, "ok")
+			plain(w, http.StatusOK, withDetail("ok", s.svc.ReadyDetail()))
 		}
 	})
 	mux.Handle("/metrics", promhttp.HandlerFor(s.svc.metrics.Registry, promhttp.HandlerOpts{}))
@@ -274,6 +274,14 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))
+}
+
+// withDetail appends detail lines (Config.ReadyDetail) to a /readyz message.
+func withDetail(msg, detail string) string {
+	if detail = strings.TrimRight(detail, "\n"); detail != "" {
+		return msg + "\n" + detail
+	}
+	return msg
 }
 
 func plain(w http.ResponseWriter, status int, msg string) {

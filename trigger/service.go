@@ -46,6 +46,9 @@ type Config struct {
 	ExecuteTimeout time.Duration
 	// Ready reports readiness (informer caches synced); nil means always ready.
 	Ready func() bool
+	// ReadyDetail, when set, returns lines appended to the /readyz answer (for example
+	// one per cluster saying which is down); nil means none.
+	ReadyDetail func() string
 	// Metrics receives the service's metrics; nil means a private set (see Metrics).
 	Metrics *Metrics
 	// Logger receives logs; nil means slog.Default().
@@ -59,6 +62,7 @@ type Service struct {
 	timeout  time.Duration
 	sem      chan struct{}
 	ready    func() bool
+	detail   func() string
 	metrics  *Metrics
 	log      *slog.Logger
 	wg       sync.WaitGroup
@@ -85,7 +89,15 @@ func NewService(cfg Config) (*Service, error) {
 		cfg.Logger = slog.Default()
 	}
 	return &Service{clusters: cfg.Clusters, timeout: cfg.ExecuteTimeout, sem: make(chan struct{}, cfg.MaxInFlight),
-		ready: cfg.Ready, metrics: cfg.Metrics, log: cfg.Logger}, nil
+		ready: cfg.Ready, detail: cfg.ReadyDetail, metrics: cfg.Metrics, log: cfg.Logger}, nil
+}
+
+// ReadyDetail returns Config.ReadyDetail's lines ("" without one).
+func (s *Service) ReadyDetail() string {
+	if s.detail == nil {
+		return ""
+	}
+	return s.detail()
 }
 
 // Ready reports whether the service is ready to take events (caches synced).
