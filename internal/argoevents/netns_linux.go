@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"os/exec"
 	"runtime"
 	"strconv"
@@ -27,54 +28,49 @@ const isolationSupported = true
 // cannot share a network namespace. This does what `unshare -n` plus a unix-socket bridge
 // would, without external tools: a goroutine locked to its OS thread unshares that thread's
 // network namespace, brings lo up, opens the bridge listeners (a socket belongs to the
-// namespace it was created in) and forks the child (which inherits the thread's namespace).
-// The thread is discarded later, because the goroutine exits while still locked. The
-// bridge's accept loops and dials run on ordinary threads, in the host namespace.
+// namespace it was created in) and forks the child (which inherits the thread's
+// namespace). It then switches the thread back to the original namespace and unlocks it.
+// The bridge's accept loops and dials run in the host namespace.
 //
-// The locked goroutine stays parked until release is closed (after the child has exited):
-// the child's parent-death signal fires when the thread that forked it ends, so that
-// thread must outlive the child.
-func startIsolated(cmd *exec.Cmd, ports []int, release <-chan struct{}) (*bridge, error) {
+// The thread must survive: a child started with Pdeathsig (here, and the local control
+// plane's processes) is killed when the thread that forked it exits, and the Go runtime
+// ends a thread whose goroutine exits while locked. If the switch back fails, the
+// goroutine parks forever instead of exiting, so the thread is never reused or ended.
+func startIsolated(cmd *exec.Cmd, ports []int) (*bridge, error) {
 	type result struct {
 		listeners []net.Listener
 		err       error
 	}
 	done := make(chan result, 1)
 	go func() {
-		// Never unlocked: the runtime terminates this thread when the goroutine exits.
 		runtime.LockOSThread()
-		var lns []net.Listener
-		fail := func(err error) {
-			for _, ln := range lns {
-				_ = ln.Close()
-			}
-			done <- result{err: err}
+		orig, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
+		if err != nil {
+			runtime.UnlockOSThread()
+			done <- result{err: fmt.Errorf("open the current network namespace: %w", err)}
+			return
 		}
+		defer orig.Close()
 		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			fail(fmt.Errorf("unshare network namespace (needs root/CAP_SYS_ADMIN): %w", err))
+			runtime.UnlockOSThread()
+			done <- result{err: fmt.Errorf("unshare network namespace (needs root/CAP_SYS_ADMIN): %w", err)}
 			return
 		}
-		if err := loopbackUp(); err != nil {
-			fail(err)
-			return
+		lns, err := setUpAndStart(cmd, ports)
+		if rerr := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); rerr != nil {
+			// The thread is stuck in the new namespace: never let it run anything else, and
+			// never let it end (see above).
+			done <- result{listeners: lns, err: err}
+			select {}
 		}
-		for _, p := range ports {
-			ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
-			if err != nil {
-				fail(fmt.Errorf("bridge listen on port %d in the namespace: %w", p, err))
-				return
-			}
-			lns = append(lns, ln)
-		}
-		if err := cmd.Start(); err != nil {
-			fail(fmt.Errorf("start %s: %w", cmd.Path, err))
-			return
-		}
-		done <- result{listeners: lns}
-		<-release
+		runtime.UnlockOSThread()
+		done <- result{listeners: lns, err: err}
 	}()
 	r := <-done
 	if r.err != nil {
+		for _, ln := range r.listeners {
+			_ = ln.Close()
+		}
 		return nil, r.err
 	}
 	b := &bridge{conns: map[net.Conn]struct{}{}}
@@ -84,6 +80,26 @@ func startIsolated(cmd *exec.Cmd, ports []int, release <-chan struct{}) (*bridge
 		go b.serve(ln, net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[i])))
 	}
 	return b, nil
+}
+
+// setUpAndStart runs on the thread that is in the new namespace: lo up, one listener per
+// port, then the child.
+func setUpAndStart(cmd *exec.Cmd, ports []int) ([]net.Listener, error) {
+	if err := loopbackUp(); err != nil {
+		return nil, err
+	}
+	var lns []net.Listener
+	for _, p := range ports {
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			return lns, fmt.Errorf("bridge listen on port %d in the namespace: %w", p, err)
+		}
+		lns = append(lns, ln)
+	}
+	if err := cmd.Start(); err != nil {
+		return lns, fmt.Errorf("start %s: %w", cmd.Path, err)
+	}
+	return lns, nil
 }
 
 // loopbackUp sets the IFF_UP flag on lo in the calling thread's network namespace.

@@ -9,7 +9,7 @@ import (
 
 const isolationSupported = false
 
-func startIsolated(*exec.Cmd, []int, <-chan struct{}) (*bridge, error) {
+func startIsolated(*exec.Cmd, []int) (*bridge, error) {
 	return nil, errors.New("network namespaces need Linux")
 }
 

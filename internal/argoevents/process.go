@@ -127,7 +127,7 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 			_ = lf.Close()
 			return nil, err
 		}
-		b, err := startIsolated(cmd, ports, p.done)
+		b, err := startIsolated(cmd, ports)
 		if err != nil {
 			_ = lf.Close()
 			return nil, fmt.Errorf("argoevents: start %s: %w", p.name, err)

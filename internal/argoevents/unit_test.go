@@ -26,7 +26,14 @@ const helperEnv = "ARGOEVENTS_TEST_HELPER"
 // helperMain is the test binary acting as a stand-in for an Argo Events process in the
 // network-namespace test: it binds :7777 like Argo Events does, dials every address in
 // ARGOEVENTS_TEST_DIAL and prints "ADDR ok" or "ADDR refused" per address.
-func helperMain(string) int {
+func helperMain(mode string) int {
+	switch mode {
+	case "sleep":
+		time.Sleep(time.Minute)
+		return 0
+	case "exit":
+		return 0
+	}
 	ln, err := net.Listen("tcp", ":7777")
 	if err != nil {
 		fmt.Println("bind :7777 failed:", err)
@@ -117,6 +124,55 @@ func TestIsolatedProcesses(t *testing.T) {
 		}
 		if err := p.Stop(); err != nil {
 			t.Errorf("stop: %v", err)
+		}
+	}
+}
+
+// TestIsolationSparesOtherChildren guards against a trap of per-thread namespaces: a
+// child started with Pdeathsig (as the local control plane starts kube-apiserver) is
+// killed when the OS thread that forked it ends, and the Go runtime ends a thread whose
+// goroutine exits while locked. Starting isolated processes must never end a thread.
+func TestIsolationSparesOtherChildren(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("network namespaces need root (CI and the dev machines run as root)")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte("apiVersion: v1\nkind: Config\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	start := func(name, mode string, shared bool) *argoevents.Process {
+		p, err := argoevents.Start(context.Background(), argoevents.Config{
+			Binary: self, EventSource: &v1alpha1.EventSource{ObjectMeta: metav1.ObjectMeta{Name: name}},
+			EventBusURL: "nats://127.0.0.1:1", Kubeconfig: kubeconfig, Shared: shared,
+			LogFile: filepath.Join(t.TempDir(), name+".log"), Env: []string{helperEnv + "=" + mode},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	// Sleepers forked from several threads, then many isolated starts.
+	var sleepers []*argoevents.Process
+	for i := range 4 {
+		sleepers = append(sleepers, start(fmt.Sprintf("sleeper%d", i), "sleep", true))
+	}
+	t.Cleanup(func() {
+		for _, p := range sleepers {
+			_ = p.Stop()
+		}
+	})
+	for i := range 24 {
+		p := start(fmt.Sprintf("short%d", i), "exit", false)
+		<-p.Done()
+		_ = p.Stop()
+	}
+	for _, p := range sleepers {
+		if exited, err := p.Exited(); exited {
+			t.Errorf("%s was killed (%v) by an isolated start", p.Name(), err)
 		}
 	}
 }
