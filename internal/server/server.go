@@ -6,12 +6,14 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/client-go/rest"
 
@@ -46,6 +48,21 @@ type Options struct {
 	BlockOwnerDeletion bool
 	// Logger receives logs; nil means slog.Default().
 	Logger *slog.Logger
+	// Clusters, when set, serves several clusters (package cluster's Registry): New then
+	// builds no clients or cache of its own (its rest.Config may be nil), Run runs the
+	// registry, and readiness and /readyz come from it.
+	Clusters Clusters
+}
+
+// Clusters is a multi-cluster registry as the server runs it (cluster.Registry).
+type Clusters interface {
+	trigger.Clusters
+	// Run runs every cluster's caches and health until ctx ends.
+	Run(ctx context.Context) error
+	// Readiness reports whether the service is ready and one line per cluster.
+	Readiness() (bool, string)
+	// Collector exports per-cluster metrics.
+	Collector() prometheus.Collector
 }
 
 // Defaults of Options.
@@ -70,7 +87,7 @@ type Server struct {
 // listeners so that addresses are known and port conflicts fail here. Errors: bad TLS
 // files, listen failures, client construction failures.
 func New(cfg *rest.Config, o Options) (*Server, error) {
-	if cfg == nil {
+	if cfg == nil && o.Clusters == nil {
 		return nil, errors.New("server: nil rest.Config")
 	}
 	if o.GRPCAddr == "" {
@@ -89,6 +106,9 @@ func New(cfg *rest.Config, o Options) (*Server, error) {
 	tlsCfg, err := trigger.LoadTLS(o.TLSCertFile, o.TLSKeyFile)
 	if err != nil {
 		return nil, err
+	}
+	if o.Clusters != nil {
+		return newMulti(o, log, tlsCfg)
 	}
 	clients, err := kube.NewClients(cfg)
 	if err != nil {
@@ -113,10 +133,39 @@ func New(cfg *rest.Config, o Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{opts: o, log: log, clients: clients, cache: c, svc: svc}
+	if err := s.listen(tlsCfg); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// newMulti builds a Server over o.Clusters.
+func newMulti(o Options, log *slog.Logger, tlsCfg *tls.Config) (*Server, error) {
+	svc, err := trigger.NewService(trigger.Config{Clusters: o.Clusters, MaxInFlight: o.MaxInFlight,
+		ExecuteTimeout: o.ExecuteTimeout, Logger: log,
+		Ready:       func() bool { ok, _ := o.Clusters.Readiness(); return ok },
+		ReadyDetail: func() string { _, d := o.Clusters.Readiness(); return d }})
+	if err != nil {
+		return nil, err
+	}
+	if err := svc.Metrics().Registry.Register(o.Clusters.Collector()); err != nil {
+		return nil, fmt.Errorf("server: cluster metrics: %w", err)
+	}
+	s := &Server{opts: o, log: log, svc: svc}
+	if err := s.listen(tlsCfg); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// listen binds the enabled listeners and builds the servers on them.
+func (s *Server) listen(tlsCfg *tls.Config) error {
+	o, svc := s.opts, s.svc
+	var err error
 	var glis, hlis net.Listener
 	if o.GRPCAddr != "-" {
 		if glis, err = net.Listen("tcp", o.GRPCAddr); err != nil {
-			return nil, fmt.Errorf("gRPC listen on %s: %w", o.GRPCAddr, err)
+			return fmt.Errorf("gRPC listen on %s: %w", o.GRPCAddr, err)
 		}
 	}
 	if o.HTTPAddr != "-" {
@@ -124,7 +173,7 @@ func New(cfg *rest.Config, o Options) (*Server, error) {
 			if glis != nil {
 				_ = glis.Close()
 			}
-			return nil, fmt.Errorf("HTTP listen on %s: %w", o.HTTPAddr, err)
+			return fmt.Errorf("HTTP listen on %s: %w", o.HTTPAddr, err)
 		}
 	}
 	if glis != nil {
@@ -133,7 +182,7 @@ func New(cfg *rest.Config, o Options) (*Server, error) {
 	if hlis != nil {
 		s.http = trigger.NewHTTPServer(svc, hlis, trigger.HTTPOptions{TLS: tlsCfg, MaxBodyBytes: o.MaxBodyBytes, ShutdownTimeout: o.ShutdownTimeout})
 	}
-	return s, nil
+	return nil
 }
 
 // GRPCAddr returns the gRPC listener's address, or "" when disabled.
@@ -152,7 +201,7 @@ func (s *Server) HTTPAddr() string {
 	return s.http.Addr().String()
 }
 
-// Cache returns the informer cache (for readiness checks and tests).
+// Cache returns the informer cache (for readiness checks and tests); nil with Options.Clusters.
 func (s *Server) Cache() *cache.Cache { return s.cache }
 
 // Service returns the trigger service both servers call.
@@ -163,7 +212,11 @@ func (s *Server) Service() *trigger.Service { return s.svc }
 // returns nil after a clean shutdown, the first failure otherwise.
 func (s *Server) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return s.cache.Run(gctx) })
+	if s.opts.Clusters != nil {
+		g.Go(func() error { return s.opts.Clusters.Run(gctx) })
+	} else {
+		g.Go(func() error { return s.cache.Run(gctx) })
+	}
 	if s.grpc != nil {
 		g.Go(func() error { return s.grpc.Run(gctx) })
 	}
@@ -173,6 +226,9 @@ func (s *Server) Run(ctx context.Context) error {
 	s.log.Info("serving", "grpc", s.GRPCAddr(), "http", s.HTTPAddr(), "cluster", s.opts.ClusterName,
 		"tls", s.opts.TLSCertFile != "")
 	g.Go(func() error {
+		if s.opts.Clusters != nil {
+			return nil // readiness is per cluster: see /readyz
+		}
 		if err := s.cache.WaitForSync(gctx); err != nil {
 			return nil // shutting down before sync is not a failure
 		}
