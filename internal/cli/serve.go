@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/configmap-attacher/configmap-attacher/eventsource"
+	"github.com/configmap-attacher/configmap-attacher/internal/cluster"
 	"github.com/configmap-attacher/configmap-attacher/internal/kube"
 	"github.com/configmap-attacher/configmap-attacher/internal/server"
 	"github.com/configmap-attacher/configmap-attacher/trigger"
@@ -32,6 +33,13 @@ type ServeOptions struct {
 	QPS                     float32
 	Burst                   int
 	LogLevel, LogFormat     string
+	// Multi-cluster (package cluster): --cluster (repeated), --all-contexts,
+	// --argocd-clusters, --default-cluster, --cluster-probe-interval.
+	Clusters             []string
+	AllContexts          bool
+	ArgoCDNamespace      string
+	DefaultCluster       string
+	ClusterProbeInterval time.Duration
 }
 
 // DefaultServeOptions returns serve's defaults.
@@ -39,7 +47,8 @@ func DefaultServeOptions() ServeOptions {
 	return ServeOptions{GRPCAddr: server.DefaultGRPCAddr, HTTPAddr: server.DefaultHTTPAddr,
 		ClusterName: trigger.DefaultClusterName, MaxInFlight: trigger.DefaultMaxInFlight,
 		ExecuteTimeout: trigger.DefaultExecuteTimeout, ShutdownTimeout: 30 * time.Second,
-		MaxBodyBytes: eventsource.MaxPayloadBytes, LogLevel: "info", LogFormat: "text"}
+		MaxBodyBytes: eventsource.MaxPayloadBytes, LogLevel: "info", LogFormat: "text",
+		ClusterProbeInterval: cluster.DefaultProbeInterval}
 }
 
 // AddFlags binds the options to a flag set.
@@ -63,6 +72,17 @@ func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.Burst, "kube-api-burst", o.Burst, "client-side burst to the apiserver (default 100)")
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "log level: debug, info, warn, error")
 	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "log format: text or json")
+	fs.StringArrayVar(&o.Clusters, "cluster", o.Clusters, "serve this kubeconfig context as a cluster named after it (repeat for several; default: the one cluster of --kubeconfig/--context/--in-cluster, named --cluster-name)")
+	fs.BoolVar(&o.AllContexts, "all-contexts", o.AllContexts, "serve every context of the kubeconfig, each a cluster named after it")
+	fs.StringVar(&o.ArgoCDNamespace, "argocd-clusters", o.ArgoCDNamespace, "also serve the clusters of the Argo CD cluster Secrets in this namespace of the default cluster, watched live")
+	fs.StringVar(&o.DefaultCluster, "default-cluster", o.DefaultCluster, "cluster for events that name none (default: the first --cluster, or --cluster-name)")
+	fs.DurationVar(&o.ClusterProbeInterval, "cluster-probe-interval", o.ClusterProbeInterval, "how often each cluster's /readyz is probed (with several clusters)")
+}
+
+// sources returns the cluster selection of the flags.
+func (o *ServeOptions) sources() cluster.Sources {
+	return cluster.Sources{Kubeconfig: o.Kubeconfig, Context: o.Context, InCluster: o.InCluster, HomeName: o.ClusterName,
+		Contexts: o.Clusters, AllContexts: o.AllContexts, ArgoCDNamespace: o.ArgoCDNamespace, QPS: o.QPS, Burst: o.Burst}
 }
 
 // Validate checks the options; errors are usage errors.
@@ -80,6 +100,11 @@ func (o *ServeOptions) Validate() error {
 		return usagef("--shutdown-timeout must be positive")
 	case o.MaxBodyBytes < 1024:
 		return usagef("--max-body-bytes must be at least 1024")
+	case o.ClusterProbeInterval <= 0:
+		return usagef("--cluster-probe-interval must be positive")
+	}
+	if err := o.sources().Validate(); err != nil {
+		return usageError{err}
 	}
 	return nil
 }
@@ -101,13 +126,31 @@ func (o *ServeOptions) Run(ctx context.Context, s *Streams) error {
 	if err != nil {
 		return err
 	}
+	so := o.ServerOptions()
+	so.Logger = log
+	if src := o.sources(); src.Multi() {
+		specs, err := src.Static()
+		if err != nil {
+			return err
+		}
+		reg, err := cluster.New(cluster.Options{Clusters: specs, Default: o.DefaultCluster, ArgoCDNamespace: o.ArgoCDNamespace,
+			Namespace: o.Namespace, AllowSecrets: o.AllowSecrets, BlockOwnerDeletion: o.BlockOwnerDeletion,
+			ProbeInterval: o.ClusterProbeInterval, Logger: log})
+		if err != nil {
+			return err
+		}
+		so.Clusters = reg
+		srv, err := server.New(nil, so)
+		if err != nil {
+			return err
+		}
+		return srv.Run(ctx)
+	}
 	cfg, err := kube.RESTConfig(kube.ConfigOptions{Kubeconfig: o.Kubeconfig, Context: o.Context, InCluster: o.InCluster,
 		QPS: o.QPS, Burst: o.Burst})
 	if err != nil {
 		return err
 	}
-	so := o.ServerOptions()
-	so.Logger = log
 	srv, err := server.New(cfg, so)
 	if err != nil {
 		return err
