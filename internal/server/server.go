@@ -79,8 +79,10 @@ type Server struct {
 	clients *kube.Clients
 	cache   *cache.Cache
 	svc     *trigger.Service
-	grpc    *trigger.GRPCServer
-	http    *trigger.HTTPServer
+	// att is the single cluster's Attacher, shared by every ingress path (nil with Clusters).
+	att  *core.Attacher
+	grpc *trigger.GRPCServer
+	http *trigger.HTTPServer
 }
 
 // New builds the clients from cfg, the cache, the core and both servers, and binds the
@@ -132,7 +134,7 @@ func New(cfg *rest.Config, o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opts: o, log: log, clients: clients, cache: c, svc: svc}
+	s := &Server{opts: o, log: log, clients: clients, cache: c, svc: svc, att: a}
 	if err := s.listen(tlsCfg); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,163 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/configmap-attacher/configmap-attacher/eventsource"
+	"github.com/configmap-attacher/configmap-attacher/internal/core"
+	"github.com/configmap-attacher/configmap-attacher/internal/gc"
+	"github.com/configmap-attacher/configmap-attacher/internal/kube"
+	"github.com/configmap-attacher/configmap-attacher/sensor"
+)
+
+// Ingress configures what runs next to the gRPC trigger and the HTTP receiver: the
+// built-in ReplicaSet watcher, the direct EventBus subscription and the periodic orphan
+// sweep. The zero value runs none of them.
+type Ingress struct {
+	// Watch runs the built-in ReplicaSet watcher (single-cluster mode only).
+	Watch bool
+	// WatchResync is the watcher's full resync period (eventsource.WatcherOptions.Resync).
+	WatchResync time.Duration
+	// EventBus, when set, subscribes to the Argo Events EventBus; events are routed
+	// through the server's clusters.
+	EventBus *sensor.Options
+	// GC, when set, runs the orphan sweeper (single-cluster mode only).
+	GC *GCOptions
+}
+
+// GCOptions configure the periodic orphan sweep of `serve`.
+type GCOptions struct {
+	// Interval between sweeps (gc.DefaultInterval when zero).
+	Interval time.Duration
+	// Options are the planner's MinAge and Keep.
+	Options gc.Options
+	// LeaseNamespace, when set, elects one sweeper among the replicas on a Lease there.
+	LeaseNamespace string
+	// DryRun logs what each sweep would delete and deletes nothing.
+	DryRun bool
+}
+
+// RunWith runs the server (Run) and the ingress paths in to it until ctx ends or one of
+// them fails, then shuts all down. Errors: an ingress that cannot be built (bad options,
+// ErrInvalid), or the first component failure.
+func (s *Server) RunWith(ctx context.Context, in Ingress) error {
+	var runners []func(context.Context) error
+	if in.Watch || in.GC != nil {
+		if s.opts.Clusters != nil {
+			return core.Invalidf("watch", "the built-in watcher and the periodic sweep serve one cluster; with several clusters use the EventBus subscription and `configmap-attacher gc`")
+		}
+	}
+	var att *core.Attacher
+	if s.cache != nil {
+		var err error
+		att, err = s.clusterAttacher()
+		if err != nil {
+			return err
+		}
+	}
+	if in.Watch {
+		w, err := eventsource.NewWatcher(s.cache.ReplicaSetInformer(), att, eventsource.WatcherOptions{
+			Cluster: s.opts.ClusterName, Resync: in.WatchResync, Logger: s.log})
+		if err != nil {
+			return err
+		}
+		runners = append(runners, w.Run)
+	}
+	if in.EventBus != nil {
+		o := *in.EventBus
+		if o.Logger == nil {
+			o.Logger = s.log
+		}
+		if o.Registerer == nil {
+			o.Registerer = s.svc.Metrics().Registry
+		}
+		sub, err := sensor.NewSubscriber(o, s.routes())
+		if err != nil {
+			return err
+		}
+		runners = append(runners, sub.Run)
+	}
+	if in.GC != nil {
+		sw, err := s.sweeper(att, *in.GC)
+		if err != nil {
+			return err
+		}
+		runners = append(runners, sw.Run)
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return s.Run(gctx) })
+	for _, r := range runners {
+		g.Go(func() error {
+			// Ingress paths start once the caches are in sync, so their first reads hit.
+			if s.cache != nil {
+				if err := s.cache.WaitForSync(gctx); err != nil {
+					return nil
+				}
+			}
+			return r(gctx)
+		})
+	}
+	return g.Wait()
+}
+
+// routes is where the EventBus subscription sends events: the registry, or this
+// server's single cluster.
+func (s *Server) routes() sensor.Clusters {
+	if s.opts.Clusters != nil {
+		return s.opts.Clusters
+	}
+	return singleRoute{s}
+}
+
+type singleRoute struct{ s *Server }
+
+func (r singleRoute) Attacher(name string) (*core.Attacher, error) {
+	a, err := r.s.clusterAttacher()
+	if err != nil {
+		return nil, err
+	}
+	if name != "" && name != r.s.opts.ClusterName {
+		return nil, core.Invalidf("cluster", "unknown cluster %q (this service serves %q)", name, r.s.opts.ClusterName)
+	}
+	return a, nil
+}
+
+// clusterAttacher returns the one Attacher every single-cluster ingress path shares, so
+// that work on one object is serialised across paths.
+func (s *Server) clusterAttacher() (*core.Attacher, error) {
+	if s.att == nil {
+		return nil, errors.New("server: no single-cluster Attacher (multi-cluster mode)")
+	}
+	return s.att, nil
+}
+
+func (s *Server) sweeper(att *core.Attacher, o GCOptions) (*gc.Sweeper, error) {
+	metrics, err := gc.NewMetrics(s.svc.Metrics().Registry)
+	if err != nil {
+		return nil, fmt.Errorf("gc metrics: %w", err)
+	}
+	broadcaster := record.NewBroadcaster()
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: s.clients.Kube.CoreV1().Events("")})
+	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: kube.UserAgent})
+	cfg := gc.Config{Cluster: s.opts.ClusterName, Client: s.clients.Kube, Attacher: att, AllowSecrets: s.opts.AllowSecrets,
+		Source:   gc.LiveSource{Client: s.clients.Kube, Dynamic: s.clients.Dynamic, Metadata: s.clients.Metadata, IncludeSecrets: s.opts.AllowSecrets},
+		Recorder: recorder, Metrics: metrics, Logger: s.log, Options: o.Options, Interval: o.Interval, DryRun: o.DryRun}
+	if o.LeaseNamespace != "" {
+		cfg.LeaderElection = &gc.LeaderElection{Client: s.clients.Kube, Namespace: o.LeaseNamespace}
+	}
+	sw, err := gc.NewSweeper(cfg)
+	if err != nil {
+		broadcaster.Shutdown()
+		return nil, err
+	}
+	return sw, nil
+}
