@@ -115,18 +115,29 @@ func TestHarnessWithStandIns(t *testing.T) {
 	go func() { _ = hs.Serve(httpLn) }()
 	t.Cleanup(func() { _ = hs.Close() })
 
-	grpcSensor := e.sensor(argoevents.GRPCSensorFile)
-	if n := argoevents.SetCustomTriggerServer(grpcSensor, grpcLn.Addr().String()); n != 2 {
-		t.Fatalf("gRPC sensor has %d custom triggers, want 2", n)
+	// The pipeline helper (what a dev mode uses) with both shipped Sensors.
+	started := time.Now()
+	pipe, err := argoevents.StartPipeline(e.ctx, argoevents.PipelineOptions{
+		EventBusURL: e.nats.ClientURL(), Kubeconfig: e.cp.Kubeconfig(), Namespace: e.ns,
+		GRPCServer: grpcLn.Addr().String(), HTTPURL: "http://" + httpLn.Addr().String(), LogDir: e.logDir,
+	})
+	if err != nil {
+		t.Fatalf("StartPipeline: %v", err)
 	}
-	httpSensor := e.sensor(argoevents.HTTPSensorFile)
-	if n, err := argoevents.SetHTTPTriggerURL(httpSensor, "http://"+httpLn.Addr().String()); err != nil || n != 2 {
-		t.Fatalf("HTTP sensor: %d triggers rebased, err %v", n, err)
+	t.Cleanup(func() {
+		if err := pipe.Stop(); err != nil {
+			t.Errorf("stop pipeline: %v", err)
+		}
+		if t.Failed() {
+			for _, p := range pipe.Processes {
+				t.Logf("---- %s log (%s) ----\n%s", p.Name(), p.LogFile(), p.Tail(150))
+			}
+		}
+	})
+	if len(pipe.Processes) != 3 {
+		t.Fatalf("pipeline runs %d processes, want 3", len(pipe.Processes))
 	}
-
-	e.start(argoevents.Config{EventSource: e.eventSource()}, eventSourceReady)
-	e.start(argoevents.Config{Sensor: grpcSensor}, sensorReady)
-	e.start(argoevents.Config{Sensor: httpSensor}, sensorReady)
+	t.Logf("pipeline (EventSource and two Sensors) ready in %s", time.Since(started).Round(time.Millisecond))
 
 	e.createRevision("app-config-1")
 	created := time.Now()
