@@ -6,8 +6,10 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/argoevents"
 	"github.com/configmap-attacher/configmap-attacher/internal/controlplane"
@@ -19,6 +21,7 @@ import (
 // EventSource, the real sensor-service running a shipped Sensor, and configmap-attacher
 // in-process. A Rollout-owned ReplicaSet that uses an opted-in ConfigMap gets it
 // attached within seconds; deleting the ReplicaSet lets the garbage collector delete it.
+// The same holds for a ReplicaSet the real deployment controller makes for a Deployment.
 func TestEndToEnd(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -39,40 +42,74 @@ func TestEndToEnd(t *testing.T) {
 			e.start(argoevents.Config{EventSource: e.eventSource()}, eventSourceReady)
 			e.start(argoevents.Config{Sensor: e.aim(s)}, sensorReady)
 
+			// A Rollout-owned ReplicaSet (no Argo Rollouts controller runs: the test plays it).
 			cm := e.createRevision("app-config-1")
 			created := time.Now()
 			rs := e.createRolloutReplicaSet("app", cm.Name)
-			controlplane.Eventually(t, 30*time.Second, "ConfigMap owned by the ReplicaSet", func() error {
-				got, err := e.kube.CoreV1().ConfigMaps(e.ns).Get(e.ctx, cm.Name, metav1.GetOptions{})
-				if err != nil {
-					return err
-				}
-				for _, o := range got.OwnerReferences {
-					if o.UID == rs.UID && o.Kind == "ReplicaSet" && o.APIVersion == "apps/v1" && o.Name == rs.Name {
-						if o.Controller != nil && *o.Controller {
-							return fmt.Errorf("ownerReference is a controller reference: %+v", o)
-						}
-						return nil
-					}
-				}
-				return fmt.Errorf("ownerReferences %v", got.OwnerReferences)
-			})
-			t.Logf("attached %s after the ReplicaSet was created", time.Since(created).Round(time.Millisecond))
-
+			e.waitOwned(cm.Name, rs.Name, rs.UID)
+			t.Logf("rollout: attached %s after the ReplicaSet was created", time.Since(created).Round(time.Millisecond))
 			deleted := time.Now()
 			if err := e.kube.AppsV1().ReplicaSets(e.ns).Delete(e.ctx, rs.Name, metav1.DeleteOptions{}); err != nil {
 				t.Fatalf("delete ReplicaSet: %v", err)
 			}
-			controlplane.Eventually(t, 60*time.Second, "garbage collector deletes the ConfigMap", func() error {
-				_, err := e.kube.CoreV1().ConfigMaps(e.ns).Get(e.ctx, cm.Name, metav1.GetOptions{})
-				if apierrors.IsNotFound(err) {
-					return nil
+			e.waitGone(cm.Name)
+			t.Logf("rollout: garbage-collected %s after the ReplicaSet was deleted", time.Since(deleted).Round(time.Millisecond))
+
+			// A Deployment: the real deployment controller makes the ReplicaSet.
+			cm2 := e.createRevision("web-config-1")
+			created = time.Now()
+			dep := e.createDeployment("web", cm2.Name)
+			var depRS *appsv1.ReplicaSet
+			controlplane.Eventually(t, 30*time.Second, "the Deployment's ReplicaSet", func() error {
+				list, err := e.kube.AppsV1().ReplicaSets(e.ns).List(e.ctx, metav1.ListOptions{LabelSelector: "app=web"})
+				if err != nil || len(list.Items) != 1 {
+					return fmt.Errorf("%d ReplicaSets (err %v)", len(list.Items), err)
 				}
-				return fmt.Errorf("ConfigMap still there (err %v)", err)
+				depRS = &list.Items[0]
+				return nil
 			})
-			t.Logf("garbage-collected %s after the ReplicaSet was deleted", time.Since(deleted).Round(time.Millisecond))
+			e.waitOwned(cm2.Name, depRS.Name, depRS.UID)
+			t.Logf("deployment: attached %s after the Deployment was created", time.Since(created).Round(time.Millisecond))
+			deleted = time.Now()
+			if err := e.kube.AppsV1().Deployments(e.ns).Delete(e.ctx, dep.Name, metav1.DeleteOptions{}); err != nil {
+				t.Fatalf("delete Deployment: %v", err)
+			}
+			e.waitGone(cm2.Name)
+			t.Logf("deployment: garbage-collected %s after the Deployment was deleted", time.Since(deleted).Round(time.Millisecond))
 		})
 	}
+}
+
+// waitOwned waits until the ConfigMap has a non-controller ownerReference to the ReplicaSet.
+func (e *env) waitOwned(cm, rsName string, uid types.UID) {
+	e.t.Helper()
+	controlplane.Eventually(e.t, 30*time.Second, "ConfigMap "+cm+" owned by ReplicaSet "+rsName, func() error {
+		got, err := e.kube.CoreV1().ConfigMaps(e.ns).Get(e.ctx, cm, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, o := range got.OwnerReferences {
+			if o.UID == uid && o.Kind == "ReplicaSet" && o.APIVersion == "apps/v1" && o.Name == rsName {
+				if o.Controller != nil && *o.Controller {
+					return fmt.Errorf("ownerReference is a controller reference: %+v", o)
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("ownerReferences %v", got.OwnerReferences)
+	})
+}
+
+// waitGone waits until the garbage collector has deleted the ConfigMap.
+func (e *env) waitGone(cm string) {
+	e.t.Helper()
+	controlplane.Eventually(e.t, 60*time.Second, "garbage collector deletes ConfigMap "+cm, func() error {
+		_, err := e.kube.CoreV1().ConfigMaps(e.ns).Get(e.ctx, cm, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("ConfigMap still there (err %v)", err)
+	})
 }
 
 // startServer runs configmap-attacher's service (internal/server: informer cache, core,

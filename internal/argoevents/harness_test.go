@@ -221,6 +221,36 @@ func (e *env) createRolloutReplicaSet(name, configMap string) *appsv1.ReplicaSet
 	return out
 }
 
+// createDeployment creates a Deployment whose pod template uses configMap through a
+// volume; the real deployment controller creates its ReplicaSet.
+func (e *env) createDeployment(name, configMap string) *appsv1.Deployment {
+	e.t.Helper()
+	zero := int32(0)
+	labels := map[string]string{"app": name}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &zero,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					Containers: []corev1.Container{{Name: "web", Image: "registry.invalid/web:1",
+						VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: "/etc/web"}}}},
+					Volumes: []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{
+						ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: configMap}},
+					}}},
+				},
+			},
+		},
+	}
+	out, err := e.kube.AppsV1().Deployments(e.ns).Create(e.ctx, d, metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatalf("create Deployment: %v", err)
+	}
+	return out
+}
+
 // createRevision creates an opted-in ConfigMap (label configmap-attacher.io/revision=true).
 func (e *env) createRevision(name string) *corev1.ConfigMap {
 	e.t.Helper()
