@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sort"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -21,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/yaml"
 
+	"github.com/configmap-attacher/configmap-attacher/internal/cluster"
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/gc"
 	"github.com/configmap-attacher/configmap-attacher/internal/kube"
@@ -43,6 +46,8 @@ type ClusterFlags struct {
 	AllNamespaces       bool
 	Selector            string
 	IncludeSecrets      bool
+	// MultiClusterFlags select several clusters (clusters.go).
+	MultiClusterFlags
 }
 
 // AddFlags binds the flags to fs.
@@ -53,11 +58,15 @@ func (c *ClusterFlags) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVarP(&c.AllNamespaces, "all-namespaces", "A", c.AllNamespaces, "every namespace that holds an opted-in revision")
 	fs.StringVarP(&c.Selector, "selector", "l", c.Selector, "only revisions whose labels match this selector (families are still ranked whole)")
 	fs.BoolVar(&c.IncludeSecrets, "include-secrets", c.IncludeSecrets, "also consider opted-in Secrets (metadata only)")
+	c.MultiClusterFlags.addFlags(fs)
 }
 
 func (c *ClusterFlags) validate() (labels.Selector, error) {
 	if c.AllNamespaces && c.Namespace != "" {
 		return nil, usagef("--namespace and --all-namespaces are exclusive")
+	}
+	if err := c.MultiClusterFlags.validate(); err != nil {
+		return nil, err
 	}
 	sel, err := labels.Parse(c.Selector)
 	if err != nil {
@@ -191,31 +200,25 @@ func (o *GCOptions) Run(ctx context.Context, s *Streams) error {
 	if err != nil {
 		return err
 	}
-	clients, nss, err := o.connect()
+	targets, err := o.targets(ctx, log)
 	if err != nil {
 		return err
 	}
-	cfg := gc.Config{Client: clients.Kube, Logger: log,
-		Source:  gc.LiveSource{Client: clients.Kube, Dynamic: clients.Dynamic, Metadata: clients.Metadata, IncludeSecrets: o.IncludeSecrets},
-		Options: gc.Options{MinAge: o.MinAge, Keep: o.Keep}, Namespaces: nss, Selector: sel,
-		DryRun: o.DryRun == DryRunClient, ServerDryRun: o.DryRun == DryRunServer, AllowSecrets: o.IncludeSecrets}
-	if o.DryRun == DryRunNone {
-		broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-		broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: clients.Kube.CoreV1().Events("")})
-		defer broadcaster.Shutdown()
-		cfg.Recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "configmap-attacher"})
-		cfg.Attacher, err = core.NewAttacher(core.Config{Client: clients.Kube, Recorder: cfg.Recorder,
-			Reader:             core.LiveReader{Client: clients.Kube, Dynamic: clients.Dynamic, Metadata: clients.Metadata},
-			BlockOwnerDeletion: o.BlockOwnerDeletion, AllowSecrets: o.IncludeSecrets, Logger: log})
-		if err != nil {
+	var reps []*gc.Report
+	var sweepErr error
+	if len(targets) == 1 && targets[0].name == "" {
+		reps, sweepErr = o.sweep(ctx, log, sel, targets[0])
+	} else {
+		var mu sync.Mutex
+		sweepErr = cluster.Parallel(ctx, targets, o.Parallel, targetName, func(ctx context.Context, t target) error {
+			r, err := o.sweep(ctx, log, sel, t)
+			mu.Lock()
+			reps = append(reps, r...)
+			mu.Unlock()
 			return err
-		}
+		})
+		sort.SliceStable(reps, func(i, j int) bool { return reps[i].Cluster < reps[j].Cluster })
 	}
-	sw, err := gc.NewSweeper(cfg)
-	if err != nil {
-		return err
-	}
-	reps, sweepErr := sw.SweepAll(ctx)
 	out := GCOutput{DryRun: o.DryRun, MinAge: gc.Duration(o.MinAge), Keep: o.Keep, Namespaces: reps}
 	if out.Namespaces == nil {
 		out.Namespaces = []*gc.Report{}
@@ -234,6 +237,36 @@ func (o *GCOptions) Run(ctx context.Context, s *Streams) error {
 	}
 	log.Debug("gc done", slog.Any("outcomes", summary))
 	return nil
+}
+
+// sweep sweeps the namespaces of one cluster once.
+func (o *GCOptions) sweep(ctx context.Context, log *slog.Logger, sel labels.Selector, t target) ([]*gc.Report, error) {
+	clients, nss := t.clients, t.nss
+	if t.name != "" {
+		log = log.With("cluster", t.name)
+	}
+	cfg := gc.Config{Cluster: t.name, Client: clients.Kube, Logger: log,
+		Source:  gc.LiveSource{Client: clients.Kube, Dynamic: clients.Dynamic, Metadata: clients.Metadata, IncludeSecrets: o.IncludeSecrets},
+		Options: gc.Options{MinAge: o.MinAge, Keep: o.Keep}, Namespaces: nss, Selector: sel,
+		DryRun: o.DryRun == DryRunClient, ServerDryRun: o.DryRun == DryRunServer, AllowSecrets: o.IncludeSecrets}
+	if o.DryRun == DryRunNone {
+		broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+		broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: clients.Kube.CoreV1().Events("")})
+		defer broadcaster.Shutdown()
+		cfg.Recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "configmap-attacher"})
+		var err error
+		cfg.Attacher, err = core.NewAttacher(core.Config{Cluster: t.name, Client: clients.Kube, Recorder: cfg.Recorder,
+			Reader:             core.LiveReader{Client: clients.Kube, Dynamic: clients.Dynamic, Metadata: clients.Metadata},
+			BlockOwnerDeletion: o.BlockOwnerDeletion, AllowSecrets: o.IncludeSecrets, Logger: log})
+		if err != nil {
+			return nil, err
+		}
+	}
+	sw, err := gc.NewSweeper(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return sw.SweepAll(ctx)
 }
 
 func printGC(w io.Writer, format string, out *GCOutput, now time.Time) error {
@@ -255,6 +288,13 @@ func printGC(w io.Writer, format string, out *GCOutput, now time.Time) error {
 	if out.DryRun != DryRunClient {
 		header = "NAMESPACE\tKIND\tNAME\tFAMILY\tAGE\tDECISION\tRESULT\tREASON"
 	}
+	withCluster := false
+	for _, r := range out.Namespaces {
+		withCluster = withCluster || r.Cluster != ""
+	}
+	if withCluster {
+		header = "CLUSTER\t" + header
+	}
 	fmt.Fprintln(tw, header)
 	n := 0
 	counts := map[gc.Outcome]int{}
@@ -266,6 +306,9 @@ func printGC(w io.Writer, format string, out *GCOutput, now time.Time) error {
 			reason := it.Reason
 			if it.Error != "" {
 				reason += " [" + oneLine(it.Error) + "]"
+			}
+			if withCluster {
+				fmt.Fprintf(tw, "%s\t", r.Cluster)
 			}
 			if out.DryRun == DryRunClient {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Namespace, it.Kind, it.Name, it.Family, age, it.Decision, reason)

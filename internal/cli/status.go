@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/duration"
 
+	"github.com/configmap-attacher/configmap-attacher/internal/cluster"
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/gc"
 )
@@ -87,6 +88,8 @@ Exit codes: 0 success, 1 failure (one-line reason on stderr), 2 usage error.`,
 
 // StatusReport is the status of one namespace (`status -o json` prints one per namespace).
 type StatusReport struct {
+	// Cluster names the cluster with --cluster, --all-contexts or --argocd-clusters.
+	Cluster   string           `json:"cluster,omitempty"`
 	Namespace string           `json:"namespace"`
 	Workloads []WorkloadStatus `json:"workloads"`
 	// Unattached are revisions some object references but no referencing ReplicaSet owns.
@@ -331,58 +334,98 @@ func (o *StatusOptions) Run(ctx context.Context, s *Streams) error {
 	if err != nil {
 		return err
 	}
-	clients, nss, err := o.connect()
+	log, err := NewLogger(s.Err, "warn", "text")
 	if err != nil {
 		return err
 	}
-	sw, err := gc.NewSweeper(gc.Config{DryRun: true, Namespaces: nss, Selector: sel,
-		Source:  gc.LiveSource{Client: clients.Kube, Dynamic: clients.Dynamic, Metadata: clients.Metadata, IncludeSecrets: o.IncludeSecrets},
-		Options: gc.Options{MinAge: o.MinAge, Keep: o.Keep}})
+	targets, err := o.targets(ctx, log)
 	if err != nil {
 		return err
 	}
-	render := func() ([]byte, error) {
-		list := nss
+	multi := len(targets) > 1 || targets[0].name != ""
+	sweepers := make([]*gc.Sweeper, len(targets))
+	for i, t := range targets {
+		if sweepers[i], err = gc.NewSweeper(gc.Config{Cluster: t.name, DryRun: true, Namespaces: t.nss, Selector: sel,
+			Source:  gc.LiveSource{Client: t.clients.Kube, Dynamic: t.clients.Dynamic, Metadata: t.clients.Metadata, IncludeSecrets: o.IncludeSecrets},
+			Options: gc.Options{MinAge: o.MinAge, Keep: o.Keep}}); err != nil {
+			return err
+		}
+	}
+	// one builds the reports of one cluster.
+	one := func(ctx context.Context, i int) ([]StatusReport, error) {
+		t := targets[i]
+		list := t.nss
 		if list == nil {
-			if list, err = (gc.LiveSource{Metadata: clients.Metadata, IncludeSecrets: o.IncludeSecrets}).Namespaces(ctx); err != nil {
+			var err error
+			if list, err = (gc.LiveSource{Metadata: t.clients.Metadata, IncludeSecrets: o.IncludeSecrets}).Namespaces(ctx); err != nil {
 				return nil, err
 			}
 		}
-		var buf bytes.Buffer
-		var reps []StatusReport
-		now := time.Now()
+		reps := []StatusReport{}
 		for _, ns := range list {
-			plan, snap, err := sw.Plan(ctx, ns)
+			plan, snap, err := sweepers[i].Plan(ctx, ns)
 			if err != nil {
 				return nil, err
 			}
 			rep := BuildStatus(snap, plan)
-			if o.Output == "json" {
-				reps = append(reps, rep)
-				continue
+			rep.Cluster = t.name
+			reps = append(reps, rep)
+		}
+		return reps, nil
+	}
+	render := func() ([]byte, error) {
+		perCluster := make([][]StatusReport, len(targets))
+		idx := make([]int, len(targets))
+		for i := range idx {
+			idx[i] = i
+		}
+		errs := make([]error, len(targets))
+		failed := cluster.Parallel(ctx, idx, o.Parallel, func(i int) string { return targets[i].name }, func(ctx context.Context, i int) error {
+			perCluster[i], errs[i] = one(ctx, i)
+			return errs[i]
+		})
+		if failed != nil && !multi {
+			return nil, errs[0] // the single cluster's own error, without a cluster prefix
+		}
+		var buf bytes.Buffer
+		reps := []StatusReport{}
+		now := time.Now()
+		for i, t := range targets {
+			if multi && o.Output != "json" {
+				fmt.Fprintf(&buf, "Cluster: %s\n", t.name)
 			}
-			RenderStatus(&buf, rep, now)
+			for _, rep := range perCluster[i] {
+				if o.Output == "json" {
+					reps = append(reps, rep)
+					continue
+				}
+				RenderStatus(&buf, rep, now)
+			}
+			if len(perCluster[i]) == 0 && o.Output != "json" && (multi || failed == nil) {
+				buf.WriteString("no opted-in revisions found\n")
+			}
 		}
 		if o.Output == "json" {
-			if reps == nil {
-				reps = []StatusReport{}
-			}
 			b, err := json.MarshalIndent(reps, "", "  ")
 			if err != nil {
 				return nil, err
 			}
 			buf.Write(append(b, '\n'))
-		} else if len(list) == 0 {
-			buf.WriteString("no opted-in revisions found\n")
 		}
-		return buf.Bytes(), nil
+		return buf.Bytes(), failed
 	}
-	out, err := render()
-	if err != nil {
+	out, failed := render()
+	if out == nil {
+		return failed
+	}
+	if _, err := s.Out.Write(out); err != nil {
 		return err
 	}
-	if _, err := s.Out.Write(out); err != nil || !o.Watch {
-		return err
+	if !o.Watch {
+		return failed
+	}
+	if failed != nil {
+		fmt.Fprintln(s.Err, "status: "+oneLine(failed.Error())+" (retrying)")
 	}
 	tty := isTerminal(s.Out)
 	t := time.NewTicker(o.Interval)
@@ -400,7 +443,9 @@ func (o *StatusOptions) Run(ctx context.Context, s *Streams) error {
 				return nil
 			}
 			fmt.Fprintln(s.Err, "status: "+oneLine(err.Error())+" (retrying)")
-			continue
+			if out == nil {
+				continue
+			}
 		}
 		if o.Output == "text" && bytes.Equal(stripAges(out), stripAges(last)) {
 			continue
