@@ -59,13 +59,24 @@ func helperMain(mode string) int {
 	return 0
 }
 
+// requireRoot fails the test without root (CI and the dev machines run as root); only a
+// -short run on a machine without root skips it.
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if testing.Short() {
+		t.Skip("network namespaces need root")
+	}
+	t.Fatal("network namespaces need root (CI and the dev machines run as root)")
+}
+
 // TestIsolatedProcesses runs two processes that both bind :7777 (as every Argo Events
 // process does) at the same time, each in its own network namespace, and checks that a
 // bridged host loopback port is reachable from inside while an unbridged one is not.
 func TestIsolatedProcesses(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Fatal("network namespaces need root (CI and the dev machines run as root)")
-	}
+	requireRoot(t)
 	greeter := func() (net.Listener, int) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -133,9 +144,7 @@ func TestIsolatedProcesses(t *testing.T) {
 // killed when the OS thread that forked it ends, and the Go runtime ends a thread whose
 // goroutine exits while locked. Starting isolated processes must never end a thread.
 func TestIsolationSparesOtherChildren(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Fatal("network namespaces need root (CI and the dev machines run as root)")
-	}
+	requireRoot(t)
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
