@@ -99,9 +99,16 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if $watch }}
 - "--watch-namespace={{ $watch }}"
 {{- end }}
+{{- else if kindIs "slice" $v }}
+{{- range $v }}
+- {{ printf "--%s=%s" $k (include "cma.flagValue" .) | quote }}
+{{- end }}
 {{- else if not (or (kindIs "invalid" $v) (eq (toString $v) "") (and (kindIs "bool" $v) (not $v))) }}
 - {{ printf "--%s=%s" $k (include "cma.flagValue" $v) | quote }}
 {{- end }}
+{{- end }}
+{{- if .Values.argocdClusters.enabled }}
+- "--argocd-clusters={{ .Values.argocdClusters.namespace }}"
 {{- end }}
 {{- if include "cma.leaderElection" . }}
 {{- range $k, $v := .Values.leaderElection.flags }}
