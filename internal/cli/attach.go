@@ -36,6 +36,10 @@ type AttachOptions struct {
 	IncludeSecrets                  bool
 	BlockOwnerDeletion              bool
 	LogLevel, LogFormat             string
+	// Cluster (--cluster) names the cluster: a kubeconfig context, or with
+	// ArgoCDNamespace (--argocd-clusters) an Argo CD cluster Secret's cluster.
+	Cluster         string
+	ArgoCDNamespace string
 
 	// legacy marks the old Job's form: only the listed names are attached.
 	legacy bool
@@ -66,6 +70,8 @@ func (o *AttachOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.BlockOwnerDeletion, "block-owner-deletion", o.BlockOwnerDeletion, "set blockOwnerDeletion (needs delete rights on ReplicaSets/finalizers)")
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "log level: debug, info, warn, error")
 	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "log format: text or json")
+	fs.StringVar(&o.Cluster, "cluster", o.Cluster, "cluster to work in: a kubeconfig context (named in the result), or with --argocd-clusters an Argo CD cluster name")
+	fs.StringVar(&o.ArgoCDNamespace, "argocd-clusters", o.ArgoCDNamespace, "resolve --cluster through the Argo CD cluster Secrets in this namespace")
 }
 
 // Validate checks the options and returns the workload kind and name to resolve.
@@ -181,7 +187,7 @@ func (o *AttachOptions) Run(ctx context.Context, s *Streams) error {
 	if job := envOr("JOB_NAME", ""); job != "" || envOr("VERSION", "") != "" {
 		log = log.With("job", job, "jobVersion", envOr("VERSION", ""))
 	}
-	cfg, err := kube.RESTConfig(kube.ConfigOptions{Kubeconfig: o.Kubeconfig, Context: o.Context, InCluster: o.InCluster})
+	cfg, err := o.restConfig(ctx)
 	if err != nil {
 		return err
 	}
@@ -205,7 +211,7 @@ func (o *AttachOptions) Run(ctx context.Context, s *Streams) error {
 	}
 
 	recorder := &kube.SyncRecorder{Client: clients.Kube, Component: kube.UserAgent, Logger: log}
-	att, err := core.NewAttacher(core.Config{
+	att, err := core.NewAttacher(core.Config{Cluster: o.Cluster,
 		Client: clients.Kube, Reader: core.LiveReader{Client: clients.Kube, Dynamic: clients.Dynamic, Metadata: clients.Metadata},
 		Recorder: recorder, BlockOwnerDeletion: o.BlockOwnerDeletion, AllowSecrets: opts.IncludeSecrets, Logger: log,
 	})

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/cluster"
 	"github.com/configmap-attacher/configmap-attacher/internal/kube"
@@ -122,4 +123,34 @@ func (c *ClusterFlags) targets(ctx context.Context, log *slog.Logger) ([]target,
 		out = append(out, t)
 	}
 	return out, nil
+}
+
+// restConfig returns attach's client configuration: without --cluster the one of
+// --kubeconfig/--context/--in-cluster; with --cluster the kubeconfig context of that
+// name (which then also gives the default namespace), or with --argocd-clusters the
+// cluster of that name among the home cluster and the Argo CD cluster Secrets.
+func (o *AttachOptions) restConfig(ctx context.Context) (*rest.Config, error) {
+	if o.Cluster == "" {
+		return kube.RESTConfig(kube.ConfigOptions{Kubeconfig: o.Kubeconfig, Context: o.Context, InCluster: o.InCluster})
+	}
+	if o.ArgoCDNamespace == "" {
+		specs, err := cluster.KubeconfigSpecs(o.Kubeconfig, []string{o.Cluster}, false, 0, 0)
+		if err != nil {
+			return nil, usageError{fmt.Errorf("--cluster: %w", err)}
+		}
+		if o.Context == "" {
+			o.Context = o.Cluster // for the default namespace
+		}
+		return specs[0].Config, nil
+	}
+	specs, _, err := cluster.Sources{Kubeconfig: o.Kubeconfig, Context: o.Context, InCluster: o.InCluster,
+		ArgoCDNamespace: o.ArgoCDNamespace}.All(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sel, err := cluster.Select(specs, []string{o.Cluster})
+	if err != nil {
+		return nil, usageError{err}
+	}
+	return sel[0].Config, nil
 }
