@@ -10,6 +10,7 @@ require (
 	github.com/configmap-attacher/configmap-attacher v0.0.0-00010101000000-000000000000
 	github.com/spf13/pflag v1.0.10
 	helm.sh/helm/v3 v3.19.5
+	k8s.io/api v0.34.4
 	k8s.io/apimachinery v0.34.4
 	k8s.io/client-go v0.34.4
 	sigs.k8s.io/kustomize/api v0.20.1
@@ -164,7 +165,6 @@ require (
 	gopkg.in/ini.v1 v1.67.2 // indirect
 	gopkg.in/warnings.v0 v0.1.2 // indirect
 	gopkg.in/yaml.v2 v2.4.0 // indirect
-	k8s.io/api v0.34.4 // indirect
 	k8s.io/apiextensions-apiserver v0.34.2 // indirect
 	k8s.io/gengo v0.0.0-20250207200755-1244d31929d7 // indirect
 	k8s.io/klog/v2 v2.140.0 // indirect
