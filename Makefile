@@ -4,12 +4,12 @@ GO ?= go
 BIN := $(CURDIR)/bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/configmap-attacher/configmap-attacher/internal/cli.Version=$(VERSION)
-# Packages' tests share one local control plane each; -p 1 keeps two of them from
-# competing for the machine's two cores.
+# Each test package starts its own local control plane (controlplane.TestMain); go test
+# runs at most GOMAXPROCS packages at once.
 TEST_FLAGS ?= -count=1 -timeout 30m
 export CONFIGMAP_ATTACHER_BIN_DIR := $(BIN)
 
-.PHONY: help build tools test unit lint run demo clean
+.PHONY: help build tools tools-controlplane test unit lint run demo clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -19,6 +19,9 @@ build: ## build bin/configmap-attacher
 
 tools: ## build the pinned etcd, kube-apiserver, kube-controller-manager and argo-events into bin/ (first run: minutes)
 	@hack/tools/build.sh
+
+tools-controlplane: ## build only etcd, kube-apiserver and kube-controller-manager (what make run and make demo need)
+	@hack/tools/build.sh etcd kube-apiserver kube-controller-manager
 
 test: tools lint ## run every test on the real local control plane (builds the tools first)
 	$(GO) test $(TEST_FLAGS) ./...
@@ -33,8 +36,11 @@ lint: ## go vet + gofmt check
 	cd deploy/test && GOFLAGS=-mod=mod $(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-run: tools build ## run the service on the embedded default (a local control plane), Ctrl-C to stop
+run: tools-controlplane build ## run the service on the embedded default (local control plane + NATS + every ingress path); Ctrl-C stops
 	$(BIN)/configmap-attacher dev
+
+demo: tools-controlplane build ## a scripted canary on the embedded default, printed as a timeline; exit 0 only if every step held
+	$(BIN)/configmap-attacher demo
 
 clean: ## remove bin/
 	rm -rf $(BIN)
