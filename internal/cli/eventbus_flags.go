@@ -95,4 +95,3 @@ func parseKeyValues(flag string, kvs []string) (map[string]string, error) {
 	}
 	return out, nil
 }
-

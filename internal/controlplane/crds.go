@@ -166,4 +166,3 @@ func (cp *ControlPlane) waitDefaultServiceAccount(ctx context.Context) error {
 		return nil
 	})
 }
-

@@ -153,7 +153,6 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-
 // ContextNamespace returns the namespace of the selected kubeconfig context, the
 // service account's namespace in a pod, or "default".
 func ContextNamespace(o ConfigOptions) (string, error) {
