@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -122,4 +125,69 @@ func TestCLIAcrossClusters(t *testing.T) {
 		require.Len(t, reps, 1)
 		assert.Equal(t, "a", reps[0].Cluster)
 	})
+}
+
+func TestServeSeveralClusters(t *testing.T) {
+	a, b := cluster.ForTestPlanes()
+	if a == nil {
+		t.Skip("integration test: needs two local control planes (not started with -short)")
+	}
+	kc := cluster.ForTestKubeconfig(t)
+	port, err := controlplane.FreePort()
+	require.NoError(t, err)
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	var out, errb bytes.Buffer
+	go func() {
+		done <- cli.Main(ctx, []string{"serve", "--kubeconfig", kc, "--cluster", "a", "--cluster", "b", "--grpc-addr", "-",
+			"--http-addr", addr, "--cluster-probe-interval", "200ms", "--log-level", "warn"},
+			cli.Streams{In: strings.NewReader(""), Out: &out, Err: &errb})
+	}()
+	defer func() {
+		cancel()
+		select {
+		case code := <-done:
+			assert.Equal(t, 0, code, errb.String())
+		case <-time.After(30 * time.Second):
+			t.Error("serve did not stop")
+		}
+	}()
+	readyz := func() (int, string) {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	controlplane.Eventually(t, 30*time.Second, "/readyz", func() error {
+		if code, body := readyz(); code != 200 || !strings.Contains(body, "b ok") {
+			return fmt.Errorf("%d %s", code, body)
+		}
+		return nil
+	})
+	code, body := readyz()
+	assert.Equal(t, 200, code)
+	assert.Equal(t, "ok\na (default) ok\nb ok\n", body)
+
+	rsB, ownersB := cluster.ForTestFixture(t, b, "serve-multi", "web", "cfg-web")
+	_, ownersA := cluster.ForTestFixture(t, a, "serve-multi", "web", "cfg-web")
+	payload, err := json.Marshal(map[string]any{"type": "ADD", "group": "apps", "version": "v1", "resource": "replicasets",
+		"metadata": map[string]string{"cluster": "b"}, "body": rsB})
+	require.NoError(t, err)
+	resp, err := http.Post("http://"+addr+"/", "application/json", bytes.NewReader(payload))
+	require.NoError(t, err)
+	rb, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, 200, resp.StatusCode, string(rb))
+	assert.Equal(t, []string{string(rsB.UID)}, ownersB(t))
+	assert.Nil(t, ownersA(t))
+
+	resp, err = http.Get("http://" + addr + "/metrics")
+	require.NoError(t, err)
+	mb, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Contains(t, string(mb), `configmap_attacher_cluster_up{cluster="b",source="kubeconfig"} 1`)
 }
