@@ -9,8 +9,10 @@ import (
 
 	"github.com/configmap-attacher/configmap-attacher/eventsource"
 	"github.com/configmap-attacher/configmap-attacher/internal/cluster"
+	"github.com/configmap-attacher/configmap-attacher/internal/gc"
 	"github.com/configmap-attacher/configmap-attacher/internal/kube"
 	"github.com/configmap-attacher/configmap-attacher/internal/server"
+	"github.com/configmap-attacher/configmap-attacher/sensor"
 	"github.com/configmap-attacher/configmap-attacher/trigger"
 )
 
@@ -40,6 +42,21 @@ type ServeOptions struct {
 	ArgoCDNamespace      string
 	DefaultCluster       string
 	ClusterProbeInterval time.Duration
+	// Other ingress paths and the periodic sweep (server.Ingress).
+	Watch            bool
+	WatchResync      time.Duration
+	EventBus         EventBusFlags
+	EventBusStream   string
+	EventBusDurable  string
+	EventSourceName  string
+	EventName        string
+	EventBusInFlight int
+	GCInterval       time.Duration
+	GCMinAge         time.Duration
+	GCKeep           int
+	GCDryRun         bool
+	LeaderElect      bool
+	LeaseNamespace   string
 }
 
 // DefaultServeOptions returns serve's defaults.
@@ -48,7 +65,9 @@ func DefaultServeOptions() ServeOptions {
 		ClusterName: trigger.DefaultClusterName, MaxInFlight: trigger.DefaultMaxInFlight,
 		ExecuteTimeout: trigger.DefaultExecuteTimeout, ShutdownTimeout: 30 * time.Second,
 		MaxBodyBytes: eventsource.MaxPayloadBytes, LogLevel: "info", LogFormat: "text",
-		ClusterProbeInterval: cluster.DefaultProbeInterval}
+		ClusterProbeInterval: cluster.DefaultProbeInterval,
+		WatchResync:          10 * time.Minute, EventBusStream: sensor.DefaultStream, EventBusDurable: sensor.DefaultDurable,
+		EventBusInFlight: 16, GCMinAge: gc.DefaultMinAge, GCKeep: gc.DefaultKeep}
 }
 
 // AddFlags binds the options to a flag set.
@@ -77,6 +96,58 @@ func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ArgoCDNamespace, "argocd-clusters", o.ArgoCDNamespace, "also serve the clusters of the Argo CD cluster Secrets in this namespace of the default cluster, watched live")
 	fs.StringVar(&o.DefaultCluster, "default-cluster", o.DefaultCluster, "cluster for events that name none (default: the first --cluster, or --cluster-name)")
 	fs.DurationVar(&o.ClusterProbeInterval, "cluster-probe-interval", o.ClusterProbeInterval, "how often each cluster's /readyz is probed (with several clusters)")
+	fs.BoolVar(&o.Watch, "watch", o.Watch, "also watch ReplicaSets directly (for clusters without Argo Events); level-triggered, with --watch-resync")
+	fs.DurationVar(&o.WatchResync, "watch-resync", o.WatchResync, "with --watch: how often every ReplicaSet is checked again (repairs anything missed)")
+	o.EventBus.AddFlags(fs)
+	fs.StringVar(&o.EventBusStream, "eventbus-stream", o.EventBusStream, "EventBus JetStream stream (Argo Events: default)")
+	fs.StringVar(&o.EventBusDurable, "eventbus-durable", o.EventBusDurable, "durable consumer shared by every replica (they split the events)")
+	fs.StringVar(&o.EventSourceName, "eventbus-event-source", o.EventSourceName, "only events of this EventSource (subject default.<name>.*; default: any)")
+	fs.StringVar(&o.EventName, "eventbus-event-name", o.EventName, "only events of this event name (default: any)")
+	fs.IntVar(&o.EventBusInFlight, "eventbus-max-in-flight", o.EventBusInFlight, "EventBus messages handled at once")
+	fs.DurationVar(&o.GCInterval, "gc-interval", o.GCInterval, "run the orphan sweep this often (0: off; e.g. 10m)")
+	fs.DurationVar(&o.GCMinAge, "gc-min-age", o.GCMinAge, "grace period: never collect a revision younger than this")
+	fs.IntVar(&o.GCKeep, "gc-keep", o.GCKeep, "keep the newest N unreferenced revisions of each family")
+	fs.BoolVar(&o.GCDryRun, "gc-dry-run", o.GCDryRun, "sweep without deleting (log what would go)")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "elect one sweeper among the replicas on a Lease (use with replicas > 1)")
+	fs.StringVar(&o.LeaseNamespace, "leader-elect-namespace", o.LeaseNamespace, "namespace of the leader-election Lease (default: the pod's namespace)")
+}
+
+// Ingress converts the ingress and sweep flags to server.Ingress. Errors are usage errors.
+func (o *ServeOptions) Ingress() (server.Ingress, error) {
+	var in server.Ingress
+	if o.WatchResync <= 0 {
+		return in, usagef("--watch-resync must be positive")
+	}
+	in.Watch, in.WatchResync = o.Watch, o.WatchResync
+	if o.EventBus.URL != "" {
+		conn, err := o.EventBus.Conn()
+		if err != nil {
+			return in, err
+		}
+		in.EventBus = &sensor.Options{URL: conn.URL, Auth: conn.Auth, TLS: conn.TLS, Stream: o.EventBusStream,
+			Durable: o.EventBusDurable, EventSourceName: o.EventSourceName, EventName: o.EventName, MaxInFlight: o.EventBusInFlight}
+	}
+	if o.GCInterval < 0 {
+		return in, usagef("--gc-interval must not be negative")
+	}
+	if o.GCInterval > 0 {
+		opts := gc.Options{MinAge: o.GCMinAge, Keep: o.GCKeep}
+		if err := opts.Validate(); err != nil {
+			return in, usageError{err}
+		}
+		in.GC = &server.GCOptions{Interval: o.GCInterval, Options: opts, DryRun: o.GCDryRun}
+		if o.LeaderElect {
+			in.GC.LeaseNamespace = o.LeaseNamespace
+			if in.GC.LeaseNamespace == "" {
+				ns, err := kube.ContextNamespace(kube.ConfigOptions{Kubeconfig: o.Kubeconfig, Context: o.Context, InCluster: o.InCluster})
+				if err != nil {
+					return in, err
+				}
+				in.GC.LeaseNamespace = ns
+			}
+		}
+	}
+	return in, nil
 }
 
 // sources returns the cluster selection of the flags.
@@ -126,6 +197,10 @@ func (o *ServeOptions) Run(ctx context.Context, s *Streams) error {
 	if err != nil {
 		return err
 	}
+	in, err := o.Ingress()
+	if err != nil {
+		return err
+	}
 	so := o.ServerOptions()
 	so.Logger = log
 	if src := o.sources(); src.Multi() {
@@ -144,7 +219,7 @@ func (o *ServeOptions) Run(ctx context.Context, s *Streams) error {
 		if err != nil {
 			return err
 		}
-		return srv.Run(ctx)
+		return srv.RunWith(ctx, in)
 	}
 	cfg, err := kube.RESTConfig(kube.ConfigOptions{Kubeconfig: o.Kubeconfig, Context: o.Context, InCluster: o.InCluster,
 		QPS: o.QPS, Burst: o.Burst})
@@ -155,7 +230,7 @@ func (o *ServeOptions) Run(ctx context.Context, s *Streams) error {
 	if err != nil {
 		return err
 	}
-	return srv.Run(ctx)
+	return srv.RunWith(ctx, in)
 }
 
 func newServeCommand(s *Streams) *cobra.Command {
@@ -169,6 +244,10 @@ func newServeCommand(s *Streams) *cobra.Command {
   HTTP  (--http-addr, default :8080)  POST / with a CloudEvent (binary or structured) or plain JSON
                                       (Argo Events' HTTP trigger); trigger spec keys as query parameters
                                       or X-Configmap-Attacher-<Key> headers; /healthz, /readyz, /metrics
+
+  --watch                             watch ReplicaSets directly (no Argo Events needed)
+  --eventbus-url                      subscribe to the Argo Events EventBus (JetStream) directly
+  --gc-interval                       sweep orphaned revisions periodically (--leader-elect with replicas)
 
 Reads come from shared informers (ConfigMaps and Secrets metadata-only). SIGINT/SIGTERM
 stops taking events and finishes those in flight.`,

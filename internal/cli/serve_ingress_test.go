@@ -1,0 +1,87 @@
+package cli_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/configmap-attacher/configmap-attacher/internal/cli"
+	"github.com/configmap-attacher/configmap-attacher/internal/controlplane"
+	"github.com/configmap-attacher/configmap-attacher/internal/core"
+)
+
+// `serve --watch --gc-interval` attaches new ReplicaSets without any Argo Events and sweeps
+// an orphaned revision, then stops cleanly.
+func TestServeWatchAndSweep(t *testing.T) {
+	cp := controlplane.Require(t, sharedCP)
+	ctx := context.Background()
+	kc := cp.Client()
+	ns := newNamespace(t, cp)
+	for _, name := range []string{"used-config", "orphan-config"} {
+		_, err := kc.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name,
+			Labels: map[string]string{core.LabelRevision: "true", core.LabelFamily: name}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var errOut syncBuffer
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan int, 1)
+	go func() {
+		done <- cli.Main(runCtx, []string{"serve", "--kubeconfig", cp.Kubeconfig(), "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0",
+			"--watch", "--gc-interval", "1s", "--gc-min-age", "1s", "--gc-keep", "0", "--log-level", "warn"},
+			cli.Streams{In: strings.NewReader(""), Out: &errOut, Err: &errOut})
+	}()
+	zero := int32(0)
+	labels := map[string]string{"app": "w"}
+	rs, err := kc.AppsV1().ReplicaSets(ns).Create(ctx, &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "w-1"},
+		Spec: appsv1.ReplicaSetSpec{Replicas: &zero, Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+				Containers: []corev1.Container{{Name: "c", Image: "i", EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{
+					LocalObjectReference: corev1.LocalObjectReference{Name: "used-config"}}}}}}}}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	controlplane.Eventually(t, 60*time.Second, "the watcher to attach used-config", func() error {
+		select {
+		case code := <-done:
+			t.Fatalf("serve exited with %d: %s", code, errOut.String())
+		default:
+		}
+		cm, err := kc.CoreV1().ConfigMaps(ns).Get(ctx, "used-config", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, o := range cm.OwnerReferences {
+			if o.UID == rs.UID {
+				return nil
+			}
+		}
+		return fmt.Errorf("not attached yet")
+	})
+	controlplane.Eventually(t, 60*time.Second, "the sweep to collect orphan-config", func() error {
+		_, err := kc.CoreV1().ConfigMaps(ns).Get(ctx, "orphan-config", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("still there (%v)", err)
+	})
+	_, err = kc.CoreV1().ConfigMaps(ns).Get(ctx, "used-config", metav1.GetOptions{})
+	assert.NoError(t, err, "a referenced revision is never collected")
+	cancel()
+	select {
+	case code := <-done:
+		assert.Equal(t, 0, code, errOut.String())
+	case <-time.After(60 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+}
