@@ -66,6 +66,9 @@ type Service struct {
 	metrics  *Metrics
 	log      *slog.Logger
 	wg       sync.WaitGroup
+
+	sweep       SweepFunc
+	afterAttach AfterAttachFunc
 }
 
 // NewService returns a Service for cfg; cfg.Clusters is required.
@@ -118,6 +121,8 @@ type Response struct {
 	// Ignored is set, with the reason, when the event was acknowledged without work
 	// (not an ADD event). Nothing was changed.
 	Ignored string `json:"ignored,omitempty"`
+	// GC is the sweep report of an `operation: gc` event.
+	GC any `json:"gc,omitempty"`
 	// Error is the error the event ended with, if any.
 	Error string `json:"error,omitempty"`
 }
@@ -242,11 +247,6 @@ func (s *Service) handle(ctx context.Context, opts core.Options, d eventsource.D
 	}
 	defer release()
 
-	if opts.Operation != "" && opts.Operation != core.OperationAttach {
-		err := fmt.Errorf("%w: operation %q is not served by the trigger yet (use operation=attach)", ErrUnsupported, opts.Operation)
-		resp.Message = err.Error()
-		return resp, err
-	}
 	a, err := s.clusters.Attacher(d.Cluster(opts.Cluster))
 	if err != nil {
 		resp.Message = err.Error()
@@ -254,12 +254,23 @@ func (s *Service) handle(ctx context.Context, opts core.Options, d eventsource.D
 	}
 	ctx, cancel := context.WithTimeoutCause(ctx, s.timeout, fmt.Errorf("%w: the event took longer than %s", context.DeadlineExceeded, s.timeout))
 	defer cancel()
+	if opts.Operation == core.OperationGC {
+		ns := d.Event.Namespace
+		if opts.Namespace != "" {
+			ns = opts.Namespace
+		}
+		resp.Cluster, resp.DryRun = a.Cluster(), opts.DryRun
+		return resp, s.gc(ctx, a.Cluster(), ns, opts.DryRun, &resp)
+	}
 	ev := d.Event
 	ev.Cluster = a.Cluster()
 	ev.Options = opts
 	res, err := a.Attach(ctx, ev)
 	resp.Result = res
 	resp.Message = res.Summary()
+	if s.afterAttach != nil && res.Writes() > 0 {
+		s.afterAttach(res.Cluster, res.Namespace)
+	}
 	if err != nil && ctx.Err() != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 		// The core may report a cut-short request as a plain transient failure.
 		err = fmt.Errorf("%w: %w", context.Cause(ctx), err)

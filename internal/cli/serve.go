@@ -130,21 +130,19 @@ func (o *ServeOptions) Ingress() (server.Ingress, error) {
 	if o.GCInterval < 0 {
 		return in, usagef("--gc-interval must not be negative")
 	}
-	if o.GCInterval > 0 {
-		opts := gc.Options{MinAge: o.GCMinAge, Keep: o.GCKeep}
-		if err := opts.Validate(); err != nil {
-			return in, usageError{err}
-		}
-		in.GC = &server.GCOptions{Interval: o.GCInterval, Options: opts, DryRun: o.GCDryRun}
-		if o.LeaderElect {
-			in.GC.LeaseNamespace = o.LeaseNamespace
-			if in.GC.LeaseNamespace == "" {
-				ns, err := kube.ContextNamespace(kube.ConfigOptions{Kubeconfig: o.Kubeconfig, Context: o.Context, InCluster: o.InCluster})
-				if err != nil {
-					return in, err
-				}
-				in.GC.LeaseNamespace = ns
+	opts := gc.Options{MinAge: o.GCMinAge, Keep: o.GCKeep}
+	if err := opts.Validate(); err != nil {
+		return in, usageError{err}
+	}
+	in.GC = &server.GCOptions{Interval: o.GCInterval, Options: opts, DryRun: o.GCDryRun}
+	if o.GCInterval > 0 && o.LeaderElect {
+		in.GC.LeaseNamespace = o.LeaseNamespace
+		if in.GC.LeaseNamespace == "" {
+			ns, err := kube.ContextNamespace(kube.ConfigOptions{Kubeconfig: o.Kubeconfig, Context: o.Context, InCluster: o.InCluster})
+			if err != nil {
+				return in, err
 			}
+			in.GC.LeaseNamespace = ns
 		}
 	}
 	return in, nil

@@ -2,7 +2,9 @@ package cli_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -77,6 +79,88 @@ func TestServeWatchAndSweep(t *testing.T) {
 	})
 	_, err = kc.CoreV1().ConfigMaps(ns).Get(ctx, "used-config", metav1.GetOptions{})
 	assert.NoError(t, err, "a referenced revision is never collected")
+	cancel()
+	select {
+	case code := <-done:
+		assert.Equal(t, 0, code, errOut.String())
+	case <-time.After(60 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+}
+
+// A trigger with `operation: gc` sweeps the event's namespace: a dry run reports what a
+// real run then deletes.
+func TestServeOperationGC(t *testing.T) {
+	cp := controlplane.Require(t, sharedCP)
+	ctx := context.Background()
+	kc := cp.Client()
+	ns := newNamespace(t, cp)
+	_, err := kc.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "stale-config",
+		Labels: map[string]string{core.LabelRevision: "true"}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	zero := int32(0)
+	labels := map[string]string{"app": "g"}
+	_, err = kc.AppsV1().ReplicaSets(ns).Create(ctx, &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "g-1"},
+		Spec: appsv1.ReplicaSetSpec{Replicas: &zero, Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+				Containers: []corev1.Container{{Name: "c", Image: "i"}}}}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := controlplane.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	var errOut syncBuffer
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan int, 1)
+	go func() {
+		done <- cli.Main(runCtx, []string{"serve", "--kubeconfig", cp.Kubeconfig(), "--grpc-addr", "-", "--http-addr", addr, "--gc-min-age", "1s", "--gc-keep", "0", "--log-level", "warn"},
+			cli.Streams{In: strings.NewReader(""), Out: &errOut, Err: &errOut})
+	}()
+	payload := fmt.Sprintf(`{"apiVersion":"apps/v1","kind":"ReplicaSet","metadata":{"namespace":%q,"name":"g-1"}}`, ns)
+	post := func(query string) (int, map[string]any) {
+		resp, err := http.Post("http://"+addr+"/?"+query, "application/json", strings.NewReader(payload))
+		if err != nil {
+			return 0, nil
+		}
+		defer resp.Body.Close()
+		var body map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		return resp.StatusCode, body
+	}
+	outcomes := func(body map[string]any) map[string]string {
+		out := map[string]string{}
+		g, _ := body["gc"].(map[string]any)
+		results, _ := g["results"].([]any)
+		for _, r := range results {
+			m := r.(map[string]any)
+			out[fmt.Sprint(m["name"])] = fmt.Sprint(m["outcome"])
+		}
+		return out
+	}
+	time.Sleep(1100 * time.Millisecond) // past --gc-min-age
+	var body map[string]any
+	controlplane.Eventually(t, 60*time.Second, "a dry-run gc answer", func() error {
+		code, b := post("operation=gc&dryRun=true")
+		if code != http.StatusOK {
+			return fmt.Errorf("status %d: %v (%s)", code, b, errOut.String())
+		}
+		body = b
+		return nil
+	})
+	assert.Equal(t, map[string]string{"stale-config": "would-delete"}, outcomes(body), "%v", body)
+	_, err = kc.CoreV1().ConfigMaps(ns).Get(ctx, "stale-config", metav1.GetOptions{})
+	assert.NoError(t, err, "a dry run deletes nothing")
+	code, body := post("operation=gc")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Equal(t, map[string]string{"stale-config": "deleted"}, outcomes(body), "%v", body)
+	_, err = kc.CoreV1().ConfigMaps(ns).Get(ctx, "stale-config", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "the real run deletes what the dry run reported")
 	cancel()
 	select {
 	case code := <-done:

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
+	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -17,6 +19,7 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/internal/gc"
 	"github.com/configmap-attacher/configmap-attacher/internal/kube"
 	"github.com/configmap-attacher/configmap-attacher/sensor"
+	"github.com/configmap-attacher/configmap-attacher/trigger"
 )
 
 // Ingress configures what runs next to the gRPC trigger and the HTTP receiver: the
@@ -30,13 +33,15 @@ type Ingress struct {
 	// EventBus, when set, subscribes to the Argo Events EventBus; events are routed
 	// through the server's clusters.
 	EventBus *sensor.Options
-	// GC, when set, runs the orphan sweeper (single-cluster mode only).
+	// GC configures the orphan sweeper (single-cluster mode only): trigger events with
+	// `operation: gc` use it; with a positive Interval it also sweeps periodically and
+	// after attaches. Nil means defaults and no periodic sweep.
 	GC *GCOptions
 }
 
 // GCOptions configure the periodic orphan sweep of `serve`.
 type GCOptions struct {
-	// Interval between sweeps (gc.DefaultInterval when zero).
+	// Interval between periodic sweeps; zero means no periodic sweep.
 	Interval time.Duration
 	// Options are the planner's MinAge and Keep.
 	Options gc.Options
@@ -51,7 +56,7 @@ type GCOptions struct {
 // ErrInvalid), or the first component failure.
 func (s *Server) RunWith(ctx context.Context, in Ingress) error {
 	var runners []func(context.Context) error
-	if in.Watch || in.GC != nil {
+	if in.Watch || (in.GC != nil && in.GC.Interval > 0) {
 		if s.opts.Clusters != nil {
 			return core.Invalidf("watch", "the built-in watcher and the periodic sweep serve one cluster; with several clusters use the EventBus subscription and `configmap-attacher gc`")
 		}
@@ -86,12 +91,23 @@ func (s *Server) RunWith(ctx context.Context, in Ingress) error {
 		}
 		runners = append(runners, sub.Run)
 	}
-	if in.GC != nil {
-		sw, err := s.sweeper(att, *in.GC)
+	if att != nil {
+		// The sweeper serves trigger events with `operation: gc` always, and runs
+		// periodically (and after attaches) only when GC is configured.
+		gco := GCOptions{Options: gc.DefaultOptions()}
+		if in.GC != nil {
+			gco = *in.GC
+		}
+		sw, err := s.sweeper(att, gco)
 		if err != nil {
 			return err
 		}
-		runners = append(runners, sw.Run)
+		var after trigger.AfterAttachFunc
+		if gco.Interval > 0 {
+			after = func(_, ns string) { sw.Trigger(ns) }
+			runners = append(runners, sw.Run)
+		}
+		s.svc.SetSweeper(sweepFunc(sw), after)
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return s.Run(gctx) })
@@ -107,6 +123,38 @@ func (s *Server) RunWith(ctx context.Context, in Ingress) error {
 		})
 	}
 	return g.Wait()
+}
+
+// sweepFunc adapts a Sweeper to the trigger's `operation: gc`.
+func sweepFunc(sw *gc.Sweeper) trigger.SweepFunc {
+	return func(ctx context.Context, _ string, ns string, dryRun bool) (any, string, error) {
+		run := sw.SweepNamespace
+		if dryRun {
+			run = sw.SweepNamespaceDryRun
+		}
+		rep, err := run(ctx, ns)
+		if rep == nil {
+			return nil, "", err
+		}
+		counts := map[gc.Outcome]int{}
+		for _, r := range rep.Results {
+			counts[r.Outcome]++
+		}
+		keys := make([]string, 0, len(counts))
+		for o := range counts {
+			keys = append(keys, string(o))
+		}
+		sort.Strings(keys)
+		parts := make([]string, 0, len(keys))
+		for _, k := range keys {
+			parts = append(parts, fmt.Sprintf("%d %s", counts[gc.Outcome(k)], k))
+		}
+		summary := fmt.Sprintf("gc %s: %s", ns, strings.Join(parts, ", "))
+		if len(parts) == 0 {
+			summary = fmt.Sprintf("gc %s: no revisions", ns)
+		}
+		return rep, summary, err
+	}
 }
 
 // routes is where the EventBus subscription sends events: the registry, or this
