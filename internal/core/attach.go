@@ -79,6 +79,9 @@ type Config struct {
 	// AllowSecrets lets events that set includeSecrets attach Secrets. Off by default:
 	// Secrets are never touched unless enabled here and requested by the event.
 	AllowSecrets bool
+	// Namespaces restricts the namespaces events may act in; an event elsewhere is
+	// refused (ErrRefused) before anything is read or written. Zero: every namespace.
+	Namespaces NamespacePolicy
 	// Logger receives structured logs; nil means slog.Default().
 	Logger *slog.Logger
 	// Backoff bounds the retries of a conflicting write; zero means DefaultBackoff.
@@ -125,6 +128,9 @@ func (a *Attacher) Cluster() string { return a.cfg.Cluster }
 func (a *Attacher) Attach(ctx context.Context, ev Event) (Result, error) {
 	res := Result{Cluster: a.cfg.Cluster, Namespace: ev.Namespace, ReplicaSet: ev.Name, DryRun: ev.Options.DryRun, Objects: []ObjectResult{}}
 	if err := ev.Validate(); err != nil {
+		return res, err
+	}
+	if err := a.cfg.Namespaces.Check(ev.Namespace); err != nil {
 		return res, err
 	}
 	if ev.Options.Namespace != "" && ev.Options.Namespace != ev.Namespace {
