@@ -36,6 +36,12 @@ type HTTPOptions struct {
 	MaxBodyBytes int64
 	// ShutdownTimeout bounds the graceful shutdown; zero means 30s.
 	ShutdownTimeout time.Duration
+	// AuthToken, when set, is the bearer token every request must carry
+	// (Authorization: Bearer <token>, compared in constant time); /healthz and /readyz
+	// are exempt, /metrics too when PublicMetrics is set. Others get 401.
+	AuthToken []byte
+	// PublicMetrics serves /metrics without the token.
+	PublicMetrics bool
 }
 
 // HTTPServer is the HTTP receiver:
@@ -58,6 +64,7 @@ type HTTPServer struct {
 	maxBody  int64
 	shutdown time.Duration
 	stopping atomic.Bool
+	auth     *bearerAuth
 }
 
 // NewHTTPServer returns an HTTP receiver for svc on lis. Run serves it.
@@ -71,7 +78,8 @@ func NewHTTPServer(svc *Service, lis net.Listener, o HTTPOptions) *HTTPServer {
 	if o.TLS != nil {
 		lis = tls.NewListener(lis, o.TLS)
 	}
-	s := &HTTPServer{svc: svc, lis: lis, maxBody: o.MaxBodyBytes, shutdown: o.ShutdownTimeout}
+	s := &HTTPServer{svc: svc, lis: lis, maxBody: o.MaxBodyBytes, shutdown: o.ShutdownTimeout,
+		auth: newBearerAuth(o.AuthToken, o.PublicMetrics)}
 	s.srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
 		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 	return s
@@ -96,7 +104,7 @@ func (s *HTTPServer) Handler() http.Handler {
 		}
 	})
 	mux.Handle("/metrics", promhttp.HandlerFor(s.svc.metrics.Registry, promhttp.HandlerOpts{}))
-	return mux
+	return s.auth.wrap(mux, s.svc.metrics)
 }
 
 // Run serves until ctx ends, then shuts down gracefully: /readyz turns 503, new
