@@ -260,6 +260,10 @@ func (s *Service) handle(ctx context.Context, opts core.Options, d eventsource.D
 			ns = opts.Namespace
 		}
 		resp.Cluster, resp.DryRun = a.Cluster(), opts.DryRun
+		if err := a.CheckNamespace(ns); err != nil {
+			resp.Message = err.Error()
+			return resp, err
+		}
 		return resp, s.gc(ctx, a.Cluster(), ns, opts.DryRun, &resp)
 	}
 	ev := d.Event

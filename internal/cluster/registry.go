@@ -62,6 +62,8 @@ type Options struct {
 	// AllowSecrets and BlockOwnerDeletion configure every cluster's Attacher (see
 	// core.Config); AllowSecrets also caches Secret metadata.
 	AllowSecrets, BlockOwnerDeletion bool
+	// Namespaces restricts the namespaces events may act in, in every cluster.
+	Namespaces core.NamespacePolicy
 	// ProbeInterval and ProbeTimeout pace the health probe (GET /readyz) of each
 	// cluster; zero means DefaultProbeInterval and DefaultProbeTimeout.
 	ProbeInterval, ProbeTimeout time.Duration
@@ -213,7 +215,7 @@ func (r *Registry) newMember(sp Spec) (*member, error) {
 		m.c.Reader = nsReader{byNS: byNS, live: core.LiveReader{Client: clients.Kube, Dynamic: clients.Dynamic, Metadata: clients.Metadata}}
 	}
 	m.c.Attacher, err = core.NewAttacher(core.Config{Cluster: sp.Name, Client: clients.Kube, Reader: m.c.Reader,
-		AllowSecrets: r.opts.AllowSecrets, BlockOwnerDeletion: r.opts.BlockOwnerDeletion, Logger: r.log})
+		AllowSecrets: r.opts.AllowSecrets, BlockOwnerDeletion: r.opts.BlockOwnerDeletion, Namespaces: r.opts.Namespaces, Logger: r.log})
 	if err != nil {
 		return nil, fmt.Errorf("cluster %q: %w", sp.Name, err)
 	}

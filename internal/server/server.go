@@ -46,6 +46,15 @@ type Options struct {
 	AllowSecrets bool
 	// BlockOwnerDeletion sets blockOwnerDeletion on added ownerReferences.
 	BlockOwnerDeletion bool
+	// TLSClientCAFile, when set (with TLS), requires client certificates signed by this
+	// CA bundle on both servers (mutual TLS).
+	TLSClientCAFile string
+	// HTTPToken, when set, is the bearer token the HTTP receiver requires
+	// (trigger.HTTPOptions.AuthToken); PublicMetrics exempts /metrics.
+	HTTPToken     []byte
+	PublicMetrics bool
+	// Namespaces restricts the namespaces events may act in (core.Config.Namespaces).
+	Namespaces core.NamespacePolicy
 	// Logger receives logs; nil means slog.Default().
 	Logger *slog.Logger
 	// Clusters, when set, serves several clusters (package cluster's Registry): New then
@@ -109,6 +118,9 @@ func New(cfg *rest.Config, o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if tlsCfg, err = trigger.WithClientCA(tlsCfg, o.TLSClientCAFile); err != nil {
+		return nil, err
+	}
 	if o.Clusters != nil {
 		return newMulti(o, log, tlsCfg)
 	}
@@ -121,7 +133,7 @@ func New(cfg *rest.Config, o Options) (*Server, error) {
 		return nil, err
 	}
 	a, err := core.NewAttacher(core.Config{Cluster: o.ClusterName, Client: clients.Kube, Reader: c,
-		BlockOwnerDeletion: o.BlockOwnerDeletion, AllowSecrets: o.AllowSecrets, Logger: log})
+		BlockOwnerDeletion: o.BlockOwnerDeletion, AllowSecrets: o.AllowSecrets, Namespaces: o.Namespaces, Logger: log})
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +194,8 @@ func (s *Server) listen(tlsCfg *tls.Config) error {
 		s.grpc = trigger.NewGRPCServer(svc, glis, trigger.GRPCOptions{TLS: tlsCfg, ShutdownTimeout: o.ShutdownTimeout})
 	}
 	if hlis != nil {
-		s.http = trigger.NewHTTPServer(svc, hlis, trigger.HTTPOptions{TLS: tlsCfg, MaxBodyBytes: o.MaxBodyBytes, ShutdownTimeout: o.ShutdownTimeout})
+		s.http = trigger.NewHTTPServer(svc, hlis, trigger.HTTPOptions{TLS: tlsCfg, MaxBodyBytes: o.MaxBodyBytes, ShutdownTimeout: o.ShutdownTimeout,
+			AuthToken: o.HTTPToken, PublicMetrics: o.PublicMetrics})
 	}
 	return nil
 }
@@ -226,7 +239,8 @@ func (s *Server) Run(ctx context.Context) error {
 		g.Go(func() error { return s.http.Run(gctx) })
 	}
 	s.log.Info("serving", "grpc", s.GRPCAddr(), "http", s.HTTPAddr(), "cluster", s.opts.ClusterName,
-		"tls", s.opts.TLSCertFile != "")
+		"tls", s.opts.TLSCertFile != "", "mtls", s.opts.TLSClientCAFile != "", "httpAuth", len(s.opts.HTTPToken) > 0,
+		"namespaces", s.opts.Namespaces.String())
 	g.Go(func() error {
 		if s.opts.Clusters != nil {
 			return nil // readiness is per cluster: see /readyz
