@@ -219,6 +219,9 @@ func (s *Sweeper) SweepAll(ctx context.Context) ([]*Report, error) {
 			errs = append(errs, ctx.Err())
 			break
 		}
+		if s.cfg.Attacher != nil && s.cfg.Attacher.CheckNamespace(ns) != nil {
+			continue // the service's namespace policy excludes it (core.Config.Namespaces)
+		}
 		rep, err := s.SweepNamespace(ctx, ns)
 		if err != nil {
 			errs = append(errs, err)
