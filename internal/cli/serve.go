@@ -57,6 +57,8 @@ type ServeOptions struct {
 	GCDryRun         bool
 	LeaderElect      bool
 	LeaseNamespace   string
+	// Security (serve_security.go).
+	Security SecurityFlags
 }
 
 // DefaultServeOptions returns serve's defaults.
@@ -110,6 +112,7 @@ func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.GCDryRun, "gc-dry-run", o.GCDryRun, "sweep without deleting (log what would go)")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "elect one sweeper among the replicas on a Lease (use with replicas > 1)")
 	fs.StringVar(&o.LeaseNamespace, "leader-elect-namespace", o.LeaseNamespace, "namespace of the leader-election Lease (default: the pod's namespace)")
+	o.Security.AddFlags(fs)
 }
 
 // Ingress converts the ingress and sweep flags to server.Ingress. Errors are usage errors.
@@ -175,7 +178,7 @@ func (o *ServeOptions) Validate() error {
 	if err := o.sources().Validate(); err != nil {
 		return usageError{err}
 	}
-	return nil
+	return o.Security.Validate(o.TLSCertFile != "")
 }
 
 // ServerOptions converts the flags to server.Options (without the logger).
@@ -201,13 +204,16 @@ func (o *ServeOptions) Run(ctx context.Context, s *Streams) error {
 	}
 	so := o.ServerOptions()
 	so.Logger = log
+	if err := o.Security.Apply(&so); err != nil {
+		return err
+	}
 	if src := o.sources(); src.Multi() {
 		specs, err := src.Static()
 		if err != nil {
 			return err
 		}
 		reg, err := cluster.New(cluster.Options{Clusters: specs, Default: o.DefaultCluster, ArgoCDNamespace: o.ArgoCDNamespace,
-			Namespace: o.Namespace, AllowSecrets: o.AllowSecrets, BlockOwnerDeletion: o.BlockOwnerDeletion,
+			Namespace: o.Namespace, AllowSecrets: o.AllowSecrets, BlockOwnerDeletion: o.BlockOwnerDeletion, Namespaces: so.Namespaces,
 			ProbeInterval: o.ClusterProbeInterval, Logger: log})
 		if err != nil {
 			return err
