@@ -11,7 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
@@ -58,14 +57,24 @@ var templateMode = renderMode{name: "template", caps: chartutil.DefaultCapabilit
 // renderChart renders the chart as Helm does and returns the manifests by template file.
 func renderChart(t testing.TB, mode renderMode, values string) map[string]string {
 	t.Helper()
-	out, err := renderChartErr(mode, chartDir(t), values)
+	out, err := renderChartErr(mode, chartDir(t), releaseNamespace, values)
 	if err != nil {
 		t.Fatalf("helm %s: %v", mode.name, err)
 	}
 	return out
 }
 
-func renderChartErr(mode renderMode, dir, values string) (map[string]string, error) {
+// renderChartNS renders the chart into namespace ns.
+func renderChartNS(t testing.TB, ns, values string) map[string]string {
+	t.Helper()
+	out, err := renderChartErr(templateMode, chartDir(t), ns, values)
+	if err != nil {
+		t.Fatalf("helm template: %v", err)
+	}
+	return out
+}
+
+func renderChartErr(mode renderMode, dir, ns, values string) (map[string]string, error) {
 	ch, err := loader.Load(dir)
 	if err != nil {
 		return nil, fmt.Errorf("loading chart: %w", err)
@@ -78,7 +87,7 @@ func renderChartErr(mode renderMode, dir, values string) (map[string]string, err
 		return nil, fmt.Errorf("processing dependencies: %w", err)
 	}
 	rv, err := chartutil.ToRenderValues(ch, vals, chartutil.ReleaseOptions{
-		Name: releaseName, Namespace: releaseNamespace, Revision: 1, IsInstall: true}, mode.caps)
+		Name: releaseName, Namespace: ns, Revision: 1, IsInstall: true}, mode.caps)
 	if err != nil {
 		return nil, fmt.Errorf("render values: %w", err)
 	}
@@ -97,8 +106,6 @@ func renderChartErr(mode renderMode, dir, values string) (map[string]string, err
 	}
 	return out, nil
 }
-
-var _ = chart.Chart{}
 
 // joinManifests concatenates rendered files in file-name order.
 func joinManifests(files map[string]string) string {
