@@ -72,7 +72,7 @@ func (e *env) snapshotMeta(sr *staleReader, cm *corev1.ConfigMap) {
 func TestBreakStaleCacheOptOut(t *testing.T) {
 	t.Skip("BUG: an informer-stale opt-in label/skip annotation still gets the owner written (patch precondition is UID only, no resourceVersion); see report")
 	for _, tc := range []struct {
-		name  string
+		name   string
 		optOut func(cm *corev1.ConfigMap)
 	}{
 		{"opt-in label removed", func(cm *corev1.ConfigMap) { delete(cm.Labels, core.LabelRevision) }},
