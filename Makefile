@@ -56,3 +56,9 @@ docker-build: ## build the container image $(IMAGE) (static binary, distroless, 
 
 deploy-test: tools ## the deploy proof: chart/kustomize render, server-side dry run, the service under the shipped RBAC
 	cd deploy/test && GOFLAGS=-mod=mod $(GO) test $(TEST_FLAGS) ./...
+
+# --- benchmarks (bench/README.md); not part of `make test` ---
+.PHONY: bench
+
+bench: tools build ## run the benchmarks on the local control plane; one table, JSON in bench/results/ (BENCH_QUICK=1: small sizes)
+	$(GO) run ./bench/cmd/bench -binary $(BIN)/configmap-attacher -results bench/results $(BENCH_FLAGS)

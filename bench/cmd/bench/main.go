@@ -1,0 +1,107 @@
+// Command bench is `make bench`: it runs internal/bench on a local control plane and
+// prints one table (also written as JSON under -results). BENCH_QUICK=1 runs the same
+// scenarios at small sizes. See bench/README.md.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/configmap-attacher/configmap-attacher/internal/bench"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	cfg := bench.DefaultConfig()
+	if quick, _ := strconv.ParseBool(os.Getenv("BENCH_QUICK")); quick {
+		cfg = bench.QuickConfig()
+	}
+	paths := strings.Join(cfg.Paths, ",")
+	levels := joinInts(cfg.MemLevels)
+	qps := float64(cfg.QPS)
+	flag.StringVar(&cfg.Binary, "binary", "bin/configmap-attacher", "configmap-attacher binary (the service and the old one-shot Job)")
+	flag.StringVar(&paths, "paths", paths, "ingress paths: watcher, eventbus, http, argo-grpc (empty: none)")
+	flag.IntVar(&cfg.N, "n", cfg.N, "ReplicaSets per path for the paced latency run")
+	flag.Float64Var(&cfg.Rate, "rate", cfg.Rate, "ReplicaSets created per second in the paced run")
+	flag.IntVar(&cfg.BurstN, "burst", cfg.BurstN, "ReplicaSets per path created as fast as possible (sustained rate)")
+	flag.IntVar(&cfg.BurstWorkers, "burst-workers", cfg.BurstWorkers, "concurrent creators in the burst")
+	flag.IntVar(&cfg.ArgoN, "argo-n", cfg.ArgoN, "cap of -n and -burst for the real Argo Events path")
+	flag.IntVar(&cfg.FloorN, "floor-n", cfg.FloorN, "bare PATCHes for the floor")
+	flag.IntVar(&cfg.LegacyN, "legacy-n", cfg.LegacyN, "deploys through the old one-shot Job (a process each; 0: skip)")
+	flag.IntVar(&cfg.ReplayN, "replay-n", cfg.ReplayN, "ADD events replayed for attached ReplicaSets")
+	flag.IntVar(&cfg.GCRevisions, "gc-revisions", cfg.GCRevisions, "revisions in the GC sweep (0: skip)")
+	flag.IntVar(&cfg.GCReplicaSets, "gc-replicasets", cfg.GCReplicaSets, "ReplicaSets in the GC sweep")
+	flag.IntVar(&cfg.GCOrphans, "gc-orphans", cfg.GCOrphans, "true orphans among the GC revisions")
+	flag.StringVar(&levels, "mem-levels", levels, "ConfigMap counts for memory and the scaling curve (empty: skip)")
+	flag.IntVar(&cfg.MemBigBytes, "mem-big-bytes", cfg.MemBigBytes, "data size of a big ConfigMap")
+	flag.IntVar(&cfg.CurveN, "curve-n", cfg.CurveN, "ReplicaSets per level of the latency curve")
+	flag.Float64Var(&qps, "qps", qps, "client QPS of the service and the harness (burst: 2x)")
+	flag.DurationVar(&cfg.Settle, "settle", cfg.Settle, "wait this long without progress before counting an ownerReference lost")
+	flag.StringVar(&cfg.ResultsDir, "results", cfg.ResultsDir, "directory for the JSON report")
+	flag.StringVar(&cfg.LogDir, "log-dir", cfg.LogDir, "directory for the service's and Argo Events' logs (default: temporary)")
+	flag.Parse()
+	cfg.Paths = nil
+	for _, p := range strings.Split(paths, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			cfg.Paths = append(cfg.Paths, p)
+		}
+	}
+	if len(cfg.Paths) == 0 {
+		cfg.Paths = []string{}
+	}
+	var err error
+	if cfg.MemLevels, err = parseInts(levels); err != nil {
+		return fmt.Errorf("-mem-levels: %w", err)
+	}
+	cfg.QPS, cfg.Burst = float32(qps), int(2*qps)
+	start := time.Now()
+	cfg.Logf = func(format string, args ...any) {
+		fmt.Fprintf(os.Stderr, "[%6s] %s\n", time.Since(start).Round(time.Second), fmt.Sprintf(format, args...))
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, err := bench.Run(ctx, cfg)
+	if rep != nil {
+		fmt.Print(rep.Table())
+		if rep.JSONPath != "" {
+			fmt.Printf("JSON: %s\nlogs: %s\n", rep.JSONPath, rep.LogDir)
+		}
+	}
+	return err
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			return nil, fmt.Errorf("%q: %w", f, err)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}

@@ -1,0 +1,211 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Report is everything one run measured.
+type Report struct {
+	Started   time.Time     `json:"started"`
+	Finished  time.Time     `json:"finished"`
+	CPUs      int           `json:"cpus"`
+	LoadStart string        `json:"loadStart"`
+	LoadEnd   string        `json:"loadEnd"`
+	Quick     bool          `json:"quick"`
+	Config    Config        `json:"config"`
+	Floor     *FloorResult  `json:"floor,omitempty"`
+	Paths     []*PathResult `json:"paths,omitempty"`
+	Legacy    *LegacyResult `json:"legacy,omitempty"`
+	GC        *GCResult     `json:"gc,omitempty"`
+	Memory    []*MemPoint   `json:"memory,omitempty"`
+	Errors    []string      `json:"errors,omitempty"`
+	Rows      []Row         `json:"rows"`
+	LogDir    string        `json:"logDir"`
+	JSONPath  string        `json:"-"`
+}
+
+// Row is one line of the table: a figure next to its same-run baseline and target.
+type Row struct {
+	Figure   string `json:"figure"`
+	Measured string `json:"measured"`
+	Baseline string `json:"baseline"`
+	Target   string `json:"target"`
+	// Met is "yes", "NO" or "" (no target).
+	Met string `json:"met"`
+}
+
+func yesNo(ok bool) string {
+	if ok {
+		return "yes"
+	}
+	return "NO"
+}
+
+func (r *Report) path(name string) *PathResult {
+	for _, p := range r.Paths {
+		if p.Name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+// build fills Rows from the results.
+func (r *Report) build() {
+	add := func(fig, meas, base, target, met string) {
+		r.Rows = append(r.Rows, Row{Figure: fig, Measured: meas, Baseline: base, Target: target, Met: met})
+	}
+	floorP99 := math.NaN()
+	floorStr := "n/a"
+	if f := r.Floor; f != nil {
+		floorP99 = f.RTT.P99
+		floorStr = "PATCH " + f.RTT.String()
+		add(fmt.Sprintf("floor: bare PATCH RTT, warm client (n=%d) p50/p95/p99", f.RTT.N), f.RTT.String(), "-", "-", "")
+		add("floor: PATCH start -> seen by a watch p50/p95/p99", f.Visible.String(), "-", "-", "")
+	}
+	for _, p := range r.Paths {
+		target, met := "-", ""
+		switch p.Name {
+		case "watcher":
+			target = "p99 <= 3x floor p99"
+			if !math.IsNaN(floorP99) && p.Paced.Latency.N > 0 {
+				target = fmt.Sprintf("p99 <= %s (3x floor)", fmtMs(3*floorP99))
+				met = yesNo(p.Paced.Latency.P99 <= 3*floorP99 && p.Paced.Lost == 0)
+			}
+		case "eventbus":
+			target = "p99 < 50ms"
+			if p.Paced.Latency.N > 0 {
+				met = yesNo(p.Paced.Latency.P99 < 50 && p.Paced.Lost == 0)
+			}
+		}
+		add(fmt.Sprintf("%s: RS create -> owner seen, %d at %.0f/s, p50/p95/p99 (lost)", p.Name, p.Paced.N, p.Rate),
+			fmt.Sprintf("%s (lost %d)", p.Paced.Latency, p.Paced.Lost), floorStr, target, met)
+		if p.Burst.N > 0 {
+			b := p.Burst
+			add(fmt.Sprintf("%s: burst of %d, created/s -> attached/s, lag p99, drain (lost)", p.Name, b.N),
+				fmt.Sprintf("%.0f/s -> %.0f/s, lag p99 %s, drain %s (lost %d)", b.CreateRate, b.AttachRate, fmtMs(b.Latency.P99), fmtMs(b.DrainMs), b.Lost),
+				fmt.Sprintf("apiserver create rate %.0f/s", b.CreateRate), "keeps pace, 0 lost",
+				yesNo(b.Lost == 0 && b.AttachRate >= 0.9*b.CreateRate))
+		}
+		c := p.Cost
+		add(fmt.Sprintf("%s: per event: writes, Event records, GETs, LISTs", p.Name),
+			fmt.Sprintf("%.2f, %.2f, %.2f, %.2f", c.WritesPerEvent, c.RecordsPerEvent, c.GetsPerEvent, c.ListsPerEvent),
+			floorCost(r.Floor), "<= 1 write, 0 GET", yesNo(c.WritesPerEvent <= 1.0001 && c.GetsPerEvent < 0.01))
+		if rp := p.Replay; rp != nil {
+			add(fmt.Sprintf("replay of %d ADD events (attached RS), via %s: writes, GETs", rp.Events, p.Name),
+				fmt.Sprintf("%.0f writes, %.0f GETs, %.1fs, %d failed", rp.Cost.WritesPerEvent*float64(rp.Events),
+					rp.Cost.GetsPerEvent*float64(rp.Events), rp.Seconds, rp.Failures), "-", "0 writes",
+				yesNo(rp.Cost.WritesPerEvent == 0 && rp.Failures == 0))
+		}
+	}
+	if l := r.Legacy; l != nil {
+		w := r.path("watcher")
+		base := "-"
+		if w != nil {
+			base = "watcher " + w.Paced.Latency.String()
+		}
+		add(fmt.Sprintf("old one-shot Job, fresh process per deploy (n=%d): RS create -> owner seen", l.N),
+			fmt.Sprintf("%s (failed %d)", l.Latency.Latency, l.Failed), base, "-", "")
+		add("old one-shot Job: requests per deploy: GETs, LISTs, writes", fmt.Sprintf("%.1f, %.1f, %.1f (process p50 %s)",
+			l.Cost.GetsPerEvent, l.Cost.ListsPerEvent, l.Cost.WritesPerEvent, fmtMs(l.Process.P50)), "-", "-", "")
+	}
+	if g := r.GC; g != nil {
+		add(fmt.Sprintf("GC sweep: %d revisions, %d RS, %d true orphans: time (dry run)", g.Revisions, g.ReplicaSets, g.TrueOrphans),
+			fmt.Sprintf("%.2fs (dry run %.2fs)", g.SweepSeconds, g.DryRunSeconds), "-", "< 2s", yesNo(g.SweepSeconds < 2))
+		add("GC sweep: deletes (apiserver DELETEs) vs true orphans; client requests",
+			fmt.Sprintf("%d (%.0f) of %d; %s", g.Deleted, g.APIDeletes, g.TrueOrphans, fmtReq(g.Requests)), fmt.Sprintf("dry run: %d would go", g.WouldDelete),
+			"writes == true orphans", yesNo(g.Deleted == g.TrueOrphans && int(g.APIDeletes) == g.TrueOrphans && g.WouldDelete == g.TrueOrphans))
+	}
+	for _, m := range r.Memory {
+		diff := 0.0
+		if m.TinyRSS > 0 {
+			diff = float64(m.BigRSS-m.TinyRSS) / float64(m.TinyRSS) * 100
+		}
+		add(fmt.Sprintf("serve RSS, %d ConfigMaps of %d KiB vs tiny", m.Objects, m.BigBytes>>10),
+			fmt.Sprintf("%s (%+.1f%%, ready %.1fs)", mib(m.BigRSS), diff, m.BigReadySeconds),
+			fmt.Sprintf("tiny %s (ready %.1fs)", mib(m.TinyRSS), m.TinyReadySeconds), "within 10%, < 150 MiB",
+			yesNo(math.Abs(diff) <= 10 && m.BigRSS < 150<<20 && m.TinyRSS < 150<<20))
+		if m.Curve.N > 0 {
+			add(fmt.Sprintf("curve: watcher, %d revisions cached, %d RS p50/p95/p99 (lost)", m.Objects, m.Curve.N),
+				fmt.Sprintf("%s (lost %d)", m.Curve.Latency, m.Curve.Lost), floorStr, "flat in object count", "")
+		}
+	}
+}
+
+func floorCost(f *FloorResult) string {
+	if f == nil {
+		return "-"
+	}
+	return fmt.Sprintf("floor: %.2f writes, %.2f GETs", f.Cost.WritesPerEvent, f.Cost.GetsPerEvent)
+}
+
+func fmtReq(m map[string]int) string {
+	var parts []string
+	for _, v := range []string{"GET", "WATCH", "POST", "PUT", "PATCH", "DELETE"} {
+		if m[v] > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", v, m[v]))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Table renders the report as one aligned table with a header naming the machine load.
+func (r *Report) Table() string {
+	var b strings.Builder
+	mode := "full"
+	if r.Quick {
+		mode = "BENCH_QUICK"
+	}
+	fmt.Fprintf(&b, "configmap-attacher bench (%s), %s, %d CPUs, load avg %s at start / %s at end, %s\n", mode,
+		r.Started.Format(time.RFC3339), r.CPUs, r.LoadStart, r.LoadEnd, r.Finished.Sub(r.Started).Round(time.Second))
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "FIGURE\tMEASURED\tBASELINE (same run)\tTARGET\tMET")
+	for _, row := range r.Rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", row.Figure, row.Measured, row.Baseline, row.Target, row.Met)
+	}
+	_ = tw.Flush()
+	for _, e := range r.Errors {
+		fmt.Fprintf(&b, "ERROR: %s\n", e)
+	}
+	return b.String()
+}
+
+// Markdown renders the rows as a Markdown table (for bench/README.md).
+func (r *Report) Markdown() string {
+	var b strings.Builder
+	b.WriteString("| figure | measured | baseline (same run) | target | met |\n|---|---|---|---|---|\n")
+	for _, row := range r.Rows {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", row.Figure, row.Measured, row.Baseline, row.Target, row.Met)
+	}
+	return b.String()
+}
+
+// WriteJSON writes the report to dir/bench-<time>.json and dir/latest.json.
+func (r *Report) WriteJSON(dir string) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("results dir: %w", err)
+	}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return "", fmt.Errorf("encoding the report: %w", err)
+	}
+	name := "bench-" + r.Started.Format("20060102T150405Z")
+	if r.Quick {
+		name += "-quick"
+	}
+	path := filepath.Join(dir, name+".json")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		return "", fmt.Errorf("writing the report: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "latest.json"), b, 0o644); err != nil {
+		return "", fmt.Errorf("writing the report: %w", err)
+	}
+	return path, nil
+}
