@@ -62,11 +62,14 @@ flags:
 var chartSetFlags = map[string]string{
 	"grpc-addr": "ports.grpc", "http-addr": "ports.http",
 	"tls-cert-file": "tls", "tls-key-file": "tls", "argocd-clusters": "argocdClusters",
+	"leader-elect": "leaderElection", "leader-elect-namespace": "leaderElection",
 }
 
 // chartDefaults are the flags whose chart default differs from the binary's, on purpose.
 // kube-api-qps and kube-api-burst: the binary's 0 means 50 and 100, which the chart spells out.
-var chartDefaults = map[string]string{"in-cluster": "true", "log-format": "json", "kube-api-qps": "50", "kube-api-burst": "100"}
+// gc-interval: the chart runs the sweep (the binary's 0 is off).
+var chartDefaults = map[string]string{"in-cluster": "true", "log-format": "json", "kube-api-qps": "50", "kube-api-burst": "100",
+	"gc-interval": "10m"}
 
 func serveFlags() *pflag.FlagSet {
 	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)

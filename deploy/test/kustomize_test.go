@@ -125,8 +125,10 @@ func TestKustomizeOverlayMatchesChartOptions(t *testing.T) {
 	}
 	args, _, _ := unstructured.NestedSlice(overlay["apps/Deployment/configmap-attacher/configmap-attacher"].Object,
 		"spec", "template", "spec", "containers")
-	if !strings.Contains(toYAML(t, args), "--allow-secrets=true") {
-		t.Errorf("overlay Deployment does not pass --allow-secrets=true:\n%s", toYAML(t, args))
+	for _, want := range []string{"--allow-secrets=true", "--leader-elect=true", "--leader-elect-namespace=configmap-attacher"} {
+		if !strings.Contains(toYAML(t, args), want) {
+			t.Errorf("overlay Deployment does not pass %s:\n%s", want, toYAML(t, args))
+		}
 	}
 }
 

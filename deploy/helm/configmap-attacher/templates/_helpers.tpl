@@ -111,9 +111,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 - "--argocd-clusters={{ .Values.argocdClusters.namespace }}"
 {{- end }}
 {{- if include "cma.leaderElection" . }}
-{{- range $k, $v := .Values.leaderElection.flags }}
-- {{ printf "--%s=%s" $k (include "cma.flagValue" $v) | quote }}
-{{- end }}
+- "--leader-elect=true"
+- "--leader-elect-namespace={{ .Release.Namespace }}"
 {{- end }}
 {{- range .Values.extraArgs }}
 - {{ . | quote }}
