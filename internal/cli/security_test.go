@@ -63,7 +63,9 @@ func TestServeKeepsCredentialsOutOfLogs(t *testing.T) {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan int, 1)
-	go func() { done <- cli.Main(runCtx, args(passFile), cli.Streams{In: strings.NewReader(""), Out: &out, Err: &out}) }()
+	go func() {
+		done <- cli.Main(runCtx, args(passFile), cli.Streams{In: strings.NewReader(""), Out: &out, Err: &out})
+	}()
 	addrRE := regexp.MustCompile(`http=(127\.0\.0\.1:\d+)`)
 	var addr string
 	controlplane.Eventually(t, 30*time.Second, "serve to listen", func() error {
