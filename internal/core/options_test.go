@@ -74,6 +74,8 @@ func TestPodSpecRefs(t *testing.T) {
 		Volumes: []corev1.Volume{
 			{Name: "cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "a"}}}},
 			{Name: "sec", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "s1", Optional: &opt}}},
+			{Name: "csi", VolumeSource: corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{Driver: "d", NodePublishSecretRef: &corev1.LocalObjectReference{Name: "csi-creds"}}}},
+			{Name: "azure", VolumeSource: corev1.VolumeSource{AzureFile: &corev1.AzureFileVolumeSource{SecretName: "azure-creds", ShareName: "s"}}},
 			{Name: "proj", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
 				{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "b"}}},
 				{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "s2"}}},
@@ -98,7 +100,8 @@ func TestPodSpecRefs(t *testing.T) {
 	assert.Equal(t, map[string]bool{
 		"ConfigMap/a": false, "Secret/s1": true, "ConfigMap/b": false, "Secret/s2": false,
 		"ConfigMap/c": true, "Secret/s3": false, "ConfigMap/d": true, "Secret/s4": false,
-	}, got, "every reference once, optional only when every use is optional; image pull secrets are not config")
+		"Secret/registry": false, "Secret/csi-creds": false, "Secret/azure-creds": false,
+	}, got, "every reference once, optional only when every use is optional; pull and volume-plugin Secrets count")
 	assert.Len(t, refs[0].From, 2, "a is used by a volume and an env var")
 }
 

@@ -62,9 +62,12 @@ func (s *refSet) list() []Ref {
 func optional(b *bool) bool { return b != nil && *b }
 
 // PodSpecRefs returns every ConfigMap and Secret a pod spec references: volumes
-// (configMap, secret, projected sources), and env valueFrom / envFrom of containers,
-// initContainers and ephemeralContainers. The image pull secrets are not config and are
-// not returned. Order: first appearance; each name once per kind.
+// (configMap, secret, projected sources, and the Secret references of volume plugins:
+// csi.nodePublishSecretRef, azureFile, cephfs, rbd, iscsi, flexVolume, scaleIO,
+// storageos, cinder), env valueFrom / envFrom of containers, initContainers and
+// ephemeralContainers, and imagePullSecrets. Every one of them must exist for a pod to
+// start, so each counts as a use (attach) and keeps a revision alive (orphan sweep).
+// Order: first appearance; each name once per kind.
 func PodSpecRefs(spec *corev1.PodSpec) []Ref {
 	s := newRefSet()
 	addPodSpecRefs(s, spec)
@@ -83,6 +86,9 @@ func addPodSpecRefs(s *refSet, spec *corev1.PodSpec) {
 		if sec := v.Secret; sec != nil {
 			s.add(KindSecret, sec.SecretName, optional(sec.Optional), false, from)
 		}
+		for _, name := range volumePluginSecrets(v.VolumeSource) {
+			s.add(KindSecret, name, false, false, from)
+		}
 		if p := v.Projected; p != nil {
 			for _, src := range p.Sources {
 				if cm := src.ConfigMap; cm != nil {
@@ -94,6 +100,9 @@ func addPodSpecRefs(s *refSet, spec *corev1.PodSpec) {
 			}
 		}
 	}
+	for _, ips := range spec.ImagePullSecrets {
+		s.add(KindSecret, ips.Name, false, false, "imagePullSecrets")
+	}
 	containers := func(kind string, cs []corev1.Container) {
 		for _, c := range cs {
 			addContainerRefs(s, kind, c.Name, c.EnvFrom, c.Env)
@@ -104,6 +113,44 @@ func addPodSpecRefs(s *refSet, spec *corev1.PodSpec) {
 	for _, c := range spec.EphemeralContainers {
 		addContainerRefs(s, "ephemeralContainer", c.Name, c.EnvFrom, c.Env)
 	}
+}
+
+// volumePluginSecrets lists the Secrets volume plugins authenticate with.
+func volumePluginSecrets(v corev1.VolumeSource) []string {
+	var out []string
+	ref := func(r *corev1.LocalObjectReference) {
+		if r != nil {
+			out = append(out, r.Name)
+		}
+	}
+	if v.CSI != nil {
+		ref(v.CSI.NodePublishSecretRef)
+	}
+	if v.AzureFile != nil {
+		out = append(out, v.AzureFile.SecretName)
+	}
+	if v.CephFS != nil {
+		ref(v.CephFS.SecretRef)
+	}
+	if v.RBD != nil {
+		ref(v.RBD.SecretRef)
+	}
+	if v.ISCSI != nil {
+		ref(v.ISCSI.SecretRef)
+	}
+	if v.FlexVolume != nil {
+		ref(v.FlexVolume.SecretRef)
+	}
+	if v.ScaleIO != nil {
+		ref(v.ScaleIO.SecretRef)
+	}
+	if v.StorageOS != nil {
+		ref(v.StorageOS.SecretRef)
+	}
+	if v.Cinder != nil {
+		ref(v.Cinder.SecretRef)
+	}
+	return out
 }
 
 func addContainerRefs(s *refSet, kind, name string, envFrom []corev1.EnvFromSource, env []corev1.EnvVar) {

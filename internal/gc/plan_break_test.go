@@ -96,7 +96,6 @@ func TestBreakGCKeepsReferencedRevision(t *testing.T) {
 // driver's nodePublishSecretRef - is deleted while live Pods need it to pull images /
 // mount volumes on their next restart.
 func TestBreakGCDeletesSecretReferencedOutsidePodSpecRefs(t *testing.T) {
-	t.Skip("BUG: GC deletes an opted-in Secret referenced only by imagePullSecrets or a volume plugin secretRef (csi, azureFile, cephfs, ...); see report")
 	pull := func(s *corev1.PodSpec) { s.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "rev-1"}} }
 	vol := func(v corev1.VolumeSource) func(*corev1.PodSpec) {
 		return func(s *corev1.PodSpec) { s.Volumes = append(s.Volumes, corev1.Volume{Name: "v", VolumeSource: v}) }

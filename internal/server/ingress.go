@@ -85,7 +85,11 @@ func (s *Server) RunWith(ctx context.Context, in Ingress) error {
 		if o.Registerer == nil {
 			o.Registerer = s.svc.Metrics().Registry
 		}
-		sub, err := sensor.NewSubscriber(o, s.routes())
+		routes, err := s.routes()
+		if err != nil {
+			return err
+		}
+		sub, err := sensor.NewSubscriber(o, routes)
 		if err != nil {
 			return err
 		}
@@ -159,24 +163,15 @@ func sweepFunc(sw *gc.Sweeper) trigger.SweepFunc {
 
 // routes is where the EventBus subscription sends events: the registry, or this
 // server's single cluster.
-func (s *Server) routes() sensor.Clusters {
+func (s *Server) routes() (sensor.Clusters, error) {
 	if s.opts.Clusters != nil {
-		return s.opts.Clusters
+		return s.opts.Clusters, nil
 	}
-	return singleRoute{s}
-}
-
-type singleRoute struct{ s *Server }
-
-func (r singleRoute) Attacher(name string) (*core.Attacher, error) {
-	a, err := r.s.clusterAttacher()
+	att, err := s.clusterAttacher()
 	if err != nil {
 		return nil, err
 	}
-	if name != "" && name != r.s.opts.ClusterName {
-		return nil, core.Invalidf("cluster", "unknown cluster %q (this service serves %q)", name, r.s.opts.ClusterName)
-	}
-	return a, nil
+	return trigger.NewSingleCluster(s.opts.ClusterName, att)
 }
 
 // clusterAttacher returns the one Attacher every single-cluster ingress path shares, so
