@@ -88,8 +88,9 @@ type Config struct {
 	Backoff wait.Backoff
 }
 
-// DefaultBackoff is the retry schedule for conflicting writes: 6 tries, 10 ms doubling.
-var DefaultBackoff = wait.Backoff{Steps: 6, Duration: 10 * time.Millisecond, Factor: 2, Jitter: 0.2}
+// DefaultBackoff is the retry schedule for conflicting writes: 10 tries, 10 ms growing
+// by half each time (about 1.1 s in all).
+var DefaultBackoff = wait.Backoff{Steps: 10, Duration: 10 * time.Millisecond, Factor: 1.5, Jitter: 0.2}
 
 // Attacher adds ReplicaSet ownerReferences to the config revisions they use, in one
 // cluster. It is safe for concurrent use; work on one object is serialised.
@@ -459,8 +460,10 @@ func hasOwner(refs []metav1.OwnerReference, uid types.UID) bool {
 
 // write adds owner to the object with a strategic merge patch that touches only
 // metadata.ownerReferences (merge key uid: other owners are kept, safety rules 3 and 6)
-// and carries the object's UID as a precondition, so a deleted-and-recreated object is
-// never written blindly. A conflict re-reads the object live and re-evaluates it.
+// and carries the resourceVersion the decision was made on as a precondition: if the
+// object changed since (opted out, replaced by a namesake, data edited), the apiserver
+// answers 409 Conflict and the object is re-read live and re-evaluated, so a stale cache
+// never leads to a write the live object would not get (rule 4).
 func (a *Attacher) write(ctx context.Context, ev Event, rs *appsv1.ReplicaSet, owner metav1.OwnerReference, p pendingWrite) ObjectResult {
 	key := string(p.ref.Kind) + "/" + rs.Namespace + "/" + p.ref.Name
 	unlock := a.locks.lock(key)
@@ -481,7 +484,7 @@ func (a *Attacher) write(ctx context.Context, ev Event, rs *appsv1.ReplicaSet, o
 			}
 			meta = m
 		}
-		patch, err := ownerPatch(meta.UID, owner)
+		patch, err := ownerPatch(meta.ResourceVersion, owner)
 		if err != nil {
 			return false, err
 		}
@@ -543,12 +546,13 @@ func (a *Attacher) patch(ctx context.Context, kind Kind, ns, name string, patch 
 	return err
 }
 
-// ownerPatch builds {"metadata":{"uid":UID,"ownerReferences":[owner]}}. The UID makes
-// the apiserver answer 409 Conflict if the object was replaced by a namesake.
-func ownerPatch(uid types.UID, owner metav1.OwnerReference) ([]byte, error) {
+// ownerPatch builds {"metadata":{"resourceVersion":RV,"ownerReferences":[owner]}}. The
+// resourceVersion makes the apiserver answer 409 Conflict if the object changed since it
+// was evaluated (Kubernetes API conventions, "Concurrency Control and Consistency").
+func ownerPatch(resourceVersion string, owner metav1.OwnerReference) ([]byte, error) {
 	return json.Marshal(map[string]any{
 		"metadata": map[string]any{
-			"uid":             uid,
+			"resourceVersion": resourceVersion,
 			"ownerReferences": []metav1.OwnerReference{owner},
 		},
 	})

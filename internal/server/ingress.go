@@ -194,6 +194,10 @@ func (s *Server) sweeper(att *core.Attacher, o GCOptions) (*gc.Sweeper, error) {
 	cfg := gc.Config{Cluster: s.opts.ClusterName, Client: s.clients.Kube, Attacher: att, AllowSecrets: s.opts.AllowSecrets,
 		Source:   gc.LiveSource{Client: s.clients.Kube, Dynamic: s.clients.Dynamic, Metadata: s.clients.Metadata, IncludeSecrets: s.opts.AllowSecrets},
 		Recorder: recorder, Metrics: metrics, Logger: s.log, Options: o.Options, Interval: o.Interval, DryRun: o.DryRun}
+	if s.opts.Namespace != "" {
+		// A namespaced install (Role, not ClusterRole) may only list its own namespace.
+		cfg.Namespaces = []string{s.opts.Namespace}
+	}
 	if o.LeaseNamespace != "" {
 		cfg.LeaderElection = &gc.LeaderElection{Client: s.clients.Kube, Namespace: o.LeaseNamespace}
 	}
