@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/kube"
@@ -88,6 +89,11 @@ func (o *AttachOptions) Validate() (kind, name string, opts core.Options, err er
 	}
 	if err := core.ValidateName(name); err != nil {
 		return "", "", opts, usagef("%s name: %v", strings.ToLower(kind), err)
+	}
+	if o.Namespace != "" {
+		if errs := validation.IsDNS1123Label(o.Namespace); len(errs) > 0 {
+			return "", "", opts, usagef("namespace %q: %s", o.Namespace, strings.Join(errs, "; "))
+		}
 	}
 	if o.Output != "text" && o.Output != "json" {
 		return "", "", opts, usagef("--output %q: want text or json", o.Output)

@@ -42,7 +42,6 @@ func TestBreakLegacyRolloutWithoutStatus(t *testing.T) {
 // Rule 8 on the legacy path: a namespace that can never exist must be a usage error
 // (exit 2) at once, not a wait for the whole -timeout that ends in "not found".
 func TestBreakLegacyBadNamespace(t *testing.T) {
-	t.Skip("BUG: legacy/attach do not validate -namespace; an invalid one waits the whole --timeout (default 5m) then fails as 'not found'; see report")
 	cp := controlplane.Require(t, sharedCP)
 	t.Setenv("KUBECONFIG", cp.Kubeconfig())
 	t.Setenv("IS_IN_CLUSTER", "false")

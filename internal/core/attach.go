@@ -432,8 +432,10 @@ func (a *Attacher) eligibility(ev Event, rs *appsv1.ReplicaSet, ref Ref, meta *m
 		or.Outcome, or.Reason = OutcomeSkipped, "has "+AnnotationSkip+"=true"
 	case meta.DeletionTimestamp != nil:
 		or.Outcome, or.Reason = OutcomeSkipped, "is being deleted"
+	case !ref.Explicit && meta.Labels[LabelRevision] != "true":
+		or.Outcome, or.Reason = OutcomeSkipped, "not opted in: no "+LabelRevision+"=true label and the name is not listed"
 	case !ref.Explicit && !ev.Options.Selector.Matches(labelSet(meta.Labels)):
-		or.Outcome, or.Reason = OutcomeSkipped, fmt.Sprintf("not opted in: labels do not match %q and the name is not listed", ev.Options.Selector.String())
+		or.Outcome, or.Reason = OutcomeSkipped, fmt.Sprintf("labels do not match the selector %q and the name is not listed", ev.Options.Selector.String())
 	case hasOwner(meta.OwnerReferences, rs.UID):
 		or.Outcome = OutcomeAlreadyAttached
 	}

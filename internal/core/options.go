@@ -47,8 +47,10 @@ type Options struct {
 	Secrets    []string
 	// Discover (default true) adds the ConfigMaps/Secrets the pod template references.
 	Discover bool
-	// Selector is the label selector a discovered object must match
-	// (default DefaultSelector). Explicitly listed objects need not match it.
+	// Selector is the label selector a discovered object must match (default
+	// DefaultSelector). It narrows the opt-in, never widens it: a discovered object must
+	// carry the opt-in label whatever the selector (DESIGN.md safety rule 4). Explicitly
+	// listed objects need neither.
 	Selector labels.Selector
 	// IncludeSecrets (default false) lets the event attach Secrets.
 	IncludeSecrets bool
