@@ -26,6 +26,7 @@ tools-controlplane: ## build only etcd, kube-apiserver and kube-controller-manag
 test: tools lint ## run every test on the real local control plane (builds the tools first)
 	$(GO) test $(TEST_FLAGS) ./...
 	cd deploy/test && GOFLAGS=-mod=mod $(GO) test $(TEST_FLAGS) ./...
+	$(MAKE) fuzz-short
 
 unit: ## fast unit tests only (no control plane)
 	$(GO) test -count=1 -short ./...
@@ -62,3 +63,19 @@ deploy-test: tools ## the deploy proof: chart/kustomize render, server-side dry 
 
 bench: tools build ## run the benchmarks on the local control plane; one table, JSON in bench/results/ (BENCH_QUICK=1: small sizes)
 	$(GO) run ./bench/cmd/bench -binary $(BIN)/configmap-attacher -results bench/results $(BENCH_FLAGS)
+
+# --- fuzzing (docs/reliability.md) ---
+# package:target pairs; -short keeps each package's TestMain from starting a control plane.
+FUZZ_TARGETS := ./eventsource:FuzzDecode ./trigger:FuzzParseSpec ./trigger:FuzzHTTPEvent ./sensor:FuzzMessage ./internal/cluster:FuzzSpecFromSecret
+FUZZ_SHORT ?= 10s
+FUZZ_TIME ?= 10m
+
+.PHONY: fuzz fuzz-short
+
+fuzz-short: ## a short fuzz run of every decoder ($(FUZZ_SHORT) each; part of make test)
+	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
+	  echo "fuzz $$pkg $$fn ($(FUZZ_SHORT))"; \
+	  $(GO) test -short -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZ_SHORT) $$pkg || exit 1; done
+
+fuzz: ## a long fuzz run of every decoder ($(FUZZ_TIME) each; FUZZ_TIME=1h make fuzz)
+	@$(MAKE) fuzz-short FUZZ_SHORT=$(FUZZ_TIME)
