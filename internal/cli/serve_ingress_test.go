@@ -79,6 +79,20 @@ func TestServeWatchAndSweep(t *testing.T) {
 	})
 	_, err = kc.CoreV1().ConfigMaps(ns).Get(ctx, "used-config", metav1.GetOptions{})
 	assert.NoError(t, err, "a referenced revision is never collected")
+	controlplane.Eventually(t, 30*time.Second, "Kubernetes Events for the attach and the collection", func() error {
+		evs, err := kc.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		seen := map[string]bool{}
+		for _, ev := range evs.Items {
+			seen[ev.Reason+"/"+ev.InvolvedObject.Name] = true
+		}
+		if !seen["Attached/used-config"] || !seen["Collected/orphan-config"] {
+			return fmt.Errorf("events seen: %v", seen)
+		}
+		return nil
+	})
 	cancel()
 	select {
 	case code := <-done:

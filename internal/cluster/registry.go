@@ -214,7 +214,8 @@ func (r *Registry) newMember(sp Spec) (*member, error) {
 	if len(m.caches) > 1 {
 		m.c.Reader = nsReader{byNS: byNS, live: core.LiveReader{Client: clients.Kube, Dynamic: clients.Dynamic, Metadata: clients.Metadata}}
 	}
-	m.c.Attacher, err = core.NewAttacher(core.Config{Cluster: sp.Name, Client: clients.Kube, Reader: m.c.Reader,
+	recorder, _ := kube.NewBroadcastRecorder(clients.Kube)
+	m.c.Attacher, err = core.NewAttacher(core.Config{Cluster: sp.Name, Client: clients.Kube, Reader: m.c.Reader, Recorder: recorder,
 		AllowSecrets: r.opts.AllowSecrets, BlockOwnerDeletion: r.opts.BlockOwnerDeletion, Namespaces: r.opts.Namespaces, Logger: r.log})
 	if err != nil {
 		return nil, fmt.Errorf("cluster %q: %w", sp.Name, err)

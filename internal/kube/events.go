@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/tools/reference"
 )
 
@@ -62,4 +64,14 @@ func (r *SyncRecorder) log() *slog.Logger {
 		return r.Logger
 	}
 	return slog.Default()
+}
+
+// NewBroadcastRecorder returns client-go's asynchronous, rate-limited and aggregating
+// event recorder (record.EventBroadcaster) writing to client, for long-running services,
+// and the function that stops its broadcaster. Events are recorded with source component
+// UserAgent.
+func NewBroadcastRecorder(client kubernetes.Interface) (record.EventRecorder, func()) {
+	b := record.NewBroadcaster()
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: UserAgent}), b.Shutdown
 }

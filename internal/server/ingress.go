@@ -9,10 +9,6 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/record"
 
 	"github.com/configmap-attacher/configmap-attacher/eventsource"
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
@@ -188,9 +184,7 @@ func (s *Server) sweeper(att *core.Attacher, o GCOptions) (*gc.Sweeper, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gc metrics: %w", err)
 	}
-	broadcaster := record.NewBroadcaster()
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: s.clients.Kube.CoreV1().Events("")})
-	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: kube.UserAgent})
+	recorder, stopRecorder := kube.NewBroadcastRecorder(s.clients.Kube)
 	cfg := gc.Config{Cluster: s.opts.ClusterName, Client: s.clients.Kube, Attacher: att, AllowSecrets: s.opts.AllowSecrets,
 		Source:   gc.LiveSource{Client: s.clients.Kube, Dynamic: s.clients.Dynamic, Metadata: s.clients.Metadata, IncludeSecrets: s.opts.AllowSecrets},
 		Recorder: recorder, Metrics: metrics, Logger: s.log, Options: o.Options, Interval: o.Interval, DryRun: o.DryRun}
@@ -203,7 +197,7 @@ func (s *Server) sweeper(att *core.Attacher, o GCOptions) (*gc.Sweeper, error) {
 	}
 	sw, err := gc.NewSweeper(cfg)
 	if err != nil {
-		broadcaster.Shutdown()
+		stopRecorder()
 		return nil, err
 	}
 	return sw, nil

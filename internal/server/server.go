@@ -132,7 +132,8 @@ func New(cfg *rest.Config, o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	a, err := core.NewAttacher(core.Config{Cluster: o.ClusterName, Client: clients.Kube, Reader: c,
+	recorder, _ := kube.NewBroadcastRecorder(clients.Kube) // lives as long as the process
+	a, err := core.NewAttacher(core.Config{Cluster: o.ClusterName, Client: clients.Kube, Reader: c, Recorder: recorder,
 		BlockOwnerDeletion: o.BlockOwnerDeletion, AllowSecrets: o.AllowSecrets, Namespaces: o.Namespaces, Logger: log})
 	if err != nil {
 		return nil, err
