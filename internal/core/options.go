@@ -127,6 +127,8 @@ func ParseSpec(spec map[string]string) (Options, error) {
 				}
 			}
 			o.Namespace = v
+		case "":
+			err = Invalidf("spec", "has an empty key (known keys: %s)", strings.Join(specKeys, ", "))
 		default:
 			err = Invalidf(clip(k), "unknown spec key (known keys: %s)", strings.Join(specKeys, ", "))
 		}
