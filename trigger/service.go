@@ -1,11 +1,14 @@
 package trigger
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -150,8 +153,14 @@ func specMap(doc []byte) (map[string]string, error) {
 	if strings.TrimSpace(string(doc)) == "" {
 		return map[string]string{}, nil
 	}
+	if multiDocument.Match(bytes.TrimPrefix(bytes.TrimLeft(doc, " \t\r\n"), []byte("---"))) {
+		return nil, core.Invalidf("spec", "holds more than one YAML document; send one map")
+	}
 	js, err := yamlToJSON(doc)
 	if err != nil {
+		if m := duplicateKey.FindStringSubmatch(err.Error()); m != nil {
+			return nil, core.Invalidf(clip(m[1]), "is given more than once")
+		}
 		return nil, core.Invalidf("spec", "not a YAML or JSON map: %s", clip(oneLine(err.Error())))
 	}
 	var raw any
@@ -168,8 +177,13 @@ func specMap(doc []byte) (map[string]string, error) {
 		return nil, core.Invalidf("spec", "must be a map of keys to strings, got %T", raw)
 	}
 	out := make(map[string]string, len(obj))
-	for k, v := range obj {
-		switch v := v.(type) {
+	keys := make([]string, 0, len(obj))
+	for k := range obj {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys) // report the first bad key in a stable order
+	for _, k := range keys {
+		switch v := obj[k].(type) {
 		case nil:
 			out[k] = ""
 		case string:
@@ -193,8 +207,16 @@ func yamlToJSON(doc []byte) (js []byte, err error) {
 			err = fmt.Errorf("malformed document")
 		}
 	}()
-	return yaml.YAMLToJSON(doc)
+	// Strict: a key given twice ("dryRun: true" then "dryRun: false") is an error, not
+	// "last one wins".
+	return yaml.YAMLToJSONStrict(doc)
 }
+
+// duplicateKey finds the key the strict YAML parser reports as given twice.
+var duplicateKey = regexp.MustCompile(`key "([^"]*)" already set in map`)
+
+// multiDocument finds a YAML document separator after the first document.
+var multiDocument = regexp.MustCompile(`(?m)^(---|\.\.\.)(\s|$)`)
 
 func kindOf(v any) string {
 	switch v.(type) {
