@@ -12,7 +12,7 @@ export CONFIGMAP_ATTACHER_BIN_DIR := $(BIN)
 .PHONY: help build tools tools-controlplane test unit lint run demo clean
 
 help: ## list the targets
-	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
 
 build: ## build bin/configmap-attacher
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/configmap-attacher ./cmd/configmap-attacher
@@ -52,7 +52,7 @@ DOCKER ?= docker
 
 .PHONY: docker-build deploy-test
 
-docker-build: ## build the container image $(IMAGE) (static binary, distroless, non-root; VERSION stamped)
+docker-build: ## build the container image configmap-attacher:VERSION (static binary, distroless, non-root; VERSION stamped)
 	$(DOCKER) build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
 
 deploy-test: tools ## the deploy proof: chart/kustomize render, server-side dry run, the service under the shipped RBAC

@@ -109,7 +109,7 @@ func (p *player) play(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p.say("the Rollout controller's part: ReplicaSet %s (revision 1, 2 replicas) appears", rs1.Name)
+	p.say("ReplicaSet %s (revision 1) appears (created by the demo: the embedded default runs no Rollouts controller)", rs1.Name)
 	if err := p.wait(ctx, "web-config-1 owned by "+rs1.Name, func() error { return p.ownedBy("web-config-1", rs1.UID) }); err != nil {
 		return err
 	}
@@ -124,7 +124,7 @@ func (p *player) play(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p.say("ReplicaSet %s (revision 2, canary weight 1 replica) appears next to %s", rs2.Name, rs1.Name)
+	p.say("the canary ReplicaSet %s (revision 2) appears next to %s", rs2.Name, rs1.Name)
 	if err := p.wait(ctx, "web-config-2 owned by "+rs2.Name, func() error { return p.ownedBy("web-config-2", rs2.UID) }); err != nil {
 		return err
 	}
@@ -153,7 +153,7 @@ func (p *player) play(ctx context.Context) error {
 	if _, err := p.kc.CoreV1().ConfigMaps(ns).Get(ctx, "web-config-1", metav1.GetOptions{}); err != nil {
 		return fmt.Errorf("step failed: the replacement pod's ConfigMap web-config-1: %w", err)
 	}
-	p.ok("the replacement pod still finds web-config-1 (no CreateContainerConfigError)")
+	p.ok("web-config-1 still exists for the replacement pod to mount (no CreateContainerConfigError)")
 
 	// The canary is promoted; the old ReplicaSet is removed.
 	if err := p.kc.AppsV1().ReplicaSets(ns).Delete(ctx, rs1.Name, metav1.DeleteOptions{PropagationPolicy: ptr(metav1.DeletePropagationBackground)}); err != nil {
