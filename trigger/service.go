@@ -159,6 +159,9 @@ func specMap(doc []byte) (map[string]string, error) {
 	js, err := yamlToJSON(doc)
 	if err != nil {
 		if m := duplicateKey.FindStringSubmatch(err.Error()); m != nil {
+			if m[1] == "" {
+				return nil, core.Invalidf("spec", "has an empty key, given more than once")
+			}
 			return nil, core.Invalidf(clip(m[1]), "is given more than once")
 		}
 		return nil, core.Invalidf("spec", "not a YAML or JSON map: %s", clip(oneLine(err.Error())))
