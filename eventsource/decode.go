@@ -145,7 +145,7 @@ func unmarshalCloudEvent(data []byte) (ev cloudevents.Event, err error) {
 		}
 	}()
 	if err := json.Unmarshal(data, &ev); err != nil {
-		return ev, core.Invalidf("payload", "not a valid structured CloudEvent: %s", clip(oneLine(err.Error())))
+		return ev, core.Invalidf("payload", "not a valid structured CloudEvent: %s", core.Clip(core.OneLine(err.Error())))
 	}
 	return ev, nil
 }
@@ -155,10 +155,10 @@ func unmarshalCloudEvent(data []byte) (ev cloudevents.Event, err error) {
 // CloudEvent that fails the SDK's validation is a *core.FieldError for "cloudevent".
 func DecodeEvent(ev cloudevents.Event) (Decoded, error) {
 	if err := ev.Validate(); err != nil {
-		return Decoded{}, core.Invalidf("cloudevent", "%s", clip(oneLine(err.Error())))
+		return Decoded{}, core.Invalidf("cloudevent", "%s", core.Clip(core.OneLine(err.Error())))
 	}
 	if ct := ev.DataContentType(); ct != "" && !isJSONType(ct) {
-		return Decoded{}, core.Invalidf("datacontenttype", "%q: the data must be JSON", clip(ct))
+		return Decoded{}, core.Invalidf("datacontenttype", "%q: the data must be JSON", core.Clip(ct))
 	}
 	var ext string
 	if v, ok := ev.Extensions()[ClusterExtension]; ok {
@@ -188,7 +188,7 @@ func DecodeEvent(ev cloudevents.Event) (Decoded, error) {
 	}
 	d.Form = FormCloudEvent
 	d.ExtensionCluster = ext
-	d.CloudEventID, d.CloudEventSource = clip(ev.ID()), clip(ev.Source())
+	d.CloudEventID, d.CloudEventSource = core.Clip(ev.ID()), core.Clip(ev.Source())
 	return d, nil
 }
 
@@ -231,11 +231,11 @@ func decodeEventData(top map[string]json.RawMessage, body json.RawMessage) (Deco
 	}
 	switch {
 	case group != "" && group != Group:
-		return Decoded{}, core.Invalidf("group", "%q: only ReplicaSets (group %q) are accepted", clip(group), Group)
+		return Decoded{}, core.Invalidf("group", "%q: only ReplicaSets (group %q) are accepted", core.Clip(group), Group)
 	case version != "" && version != Version:
-		return Decoded{}, core.Invalidf("version", "%q: only ReplicaSets (version %q) are accepted", clip(version), Version)
+		return Decoded{}, core.Invalidf("version", "%q: only ReplicaSets (version %q) are accepted", core.Clip(version), Version)
 	case resource != "" && resource != Resource:
-		return Decoded{}, core.Invalidf("resource", "%q: only %q are accepted", clip(resource), Resource)
+		return Decoded{}, core.Invalidf("resource", "%q: only %q are accepted", core.Clip(resource), Resource)
 	}
 	if raw, ok := top["metadata"]; ok && !isNull(raw) {
 		meta, err := objectOf("metadata", raw, true)
@@ -251,7 +251,7 @@ func decodeEventData(top map[string]json.RawMessage, body json.RawMessage) (Deco
 		}
 	}
 	if d.Type != "" && !strings.EqualFold(d.Type, TypeAdd) {
-		t := clip(d.Type)
+		t := core.Clip(d.Type)
 		return Decoded{}, &NotAddError{Type: t, fe: &core.FieldError{Field: "type", Msg: fmt.Sprintf("%q: only %s events are handled", t, TypeAdd)}}
 	}
 	if isNull(body) {
@@ -285,9 +285,9 @@ func objectIdentity(prefix string, obj map[string]json.RawMessage, kindOptional 
 	case kind == "" && !kindOptional:
 		return core.Event{}, core.Invalidf(prefix+"kind", "is required (want %q)", Kind)
 	case kind != "" && kind != Kind:
-		return core.Event{}, core.Invalidf(prefix+"kind", "%q: only %s objects are accepted", clip(kind), Kind)
+		return core.Event{}, core.Invalidf(prefix+"kind", "%q: only %s objects are accepted", core.Clip(kind), Kind)
 	case apiVersion != "" && apiVersion != Group+"/"+Version:
-		return core.Event{}, core.Invalidf(prefix+"apiVersion", "%q: only %s/%s is accepted", clip(apiVersion), Group, Version)
+		return core.Event{}, core.Invalidf(prefix+"apiVersion", "%q: only %s/%s is accepted", core.Clip(apiVersion), Group, Version)
 	}
 	rawMeta, ok := obj["metadata"]
 	if !ok || isNull(rawMeta) {
@@ -332,7 +332,7 @@ func objectOf(field string, raw json.RawMessage, allowString bool) (map[string]j
 	if allowString && len(raw) > 0 && raw[0] == '"' {
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, core.Invalidf(field, "not a valid JSON string: %s", clip(err.Error()))
+			return nil, core.Invalidf(field, "not a valid JSON string: %s", core.Clip(err.Error()))
 		}
 		inner := []byte(s)
 		if err := checkRaw(field, inner); err != nil {
@@ -345,7 +345,7 @@ func objectOf(field string, raw json.RawMessage, allowString bool) (map[string]j
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, core.Invalidf(field, "not valid JSON: %s", clip(err.Error()))
+		return nil, core.Invalidf(field, "not valid JSON: %s", core.Clip(err.Error()))
 	}
 	return m, nil
 }
@@ -374,7 +374,7 @@ func checkCluster(field, c string) error {
 	}
 	for _, r := range c {
 		if r < 0x21 || r > 0x7e {
-			return core.Invalidf(field, "%q contains characters other than printable ASCII", clip(c))
+			return core.Invalidf(field, "%q contains characters other than printable ASCII", core.Clip(c))
 		}
 	}
 	return nil
@@ -437,18 +437,3 @@ func isJSONType(ct string) bool {
 	mt := strings.ToLower(strings.TrimSpace(strings.SplitN(ct, ";", 2)[0]))
 	return mt == "application/json" || mt == "text/json" || strings.HasSuffix(mt, "+json")
 }
-
-func clip(s string) string {
-	const max = 80
-	if len(s) <= max {
-		return s
-	}
-	// Do not cut a UTF-8 sequence in half.
-	i := max
-	for i > 0 && !utf8.RuneStart(s[i]) {
-		i--
-	}
-	return s[:i] + "…"
-}
-
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -148,7 +148,7 @@ func (t *triggerServer) Execute(ctx context.Context, req *triggers.ExecuteReques
 func (t *triggerServer) ApplyPolicy(ctx context.Context, req *triggers.ApplyPolicyRequest) (*triggers.ApplyPolicyResponse, error) {
 	var resp Response
 	if err := json.Unmarshal(req.GetRequest(), &resp); err != nil {
-		return nil, GRPCError(core.Invalidf("request", "not an Execute response: %s", clip(err.Error())))
+		return nil, GRPCError(core.Invalidf("request", "not an Execute response: %s", core.Clip(err.Error())))
 	}
 	if resp.Ignored != "" {
 		return &triggers.ApplyPolicyResponse{Success: true, Message: "ignored: " + resp.Ignored}, nil

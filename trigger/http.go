@@ -172,7 +172,7 @@ func (s *HTTPServer) event(r *http.Request) (int, any) {
 	if ct != "" {
 		var err error
 		if mt, _, err = mime.ParseMediaType(ct); err != nil {
-			return s.reject(http.StatusUnsupportedMediaType, fmt.Errorf("content type %q: %w", clip(ct), err))
+			return s.reject(http.StatusUnsupportedMediaType, fmt.Errorf("content type %q: %w", core.Clip(ct), err))
 		}
 	}
 	switch {
@@ -181,7 +181,7 @@ func (s *HTTPServer) event(r *http.Request) (int, any) {
 	case mt == "application/cloudevents+json" && !binary:
 	case mt == "" || eventsource.IsJSONContentType(mt):
 	default:
-		return s.reject(http.StatusUnsupportedMediaType, fmt.Errorf("content type %q is not supported: send application/json, application/cloudevents+json, or a binary-mode CloudEvent with JSON data", clip(mt)))
+		return s.reject(http.StatusUnsupportedMediaType, fmt.Errorf("content type %q is not supported: send application/json, application/cloudevents+json, or a binary-mode CloudEvent with JSON data", core.Clip(mt)))
 	}
 	if r.ContentLength > s.maxBody {
 		return s.reject(http.StatusRequestEntityTooLarge, fmt.Errorf("body is %d bytes, at most %d are accepted", r.ContentLength, s.maxBody))
@@ -224,7 +224,7 @@ func decodeBinary(ctx context.Context, h http.Header, body []byte) (eventsource.
 	defer func() { _ = msg.Finish(nil) }()
 	ev, err := binding.ToEvent(ctx, msg)
 	if err != nil {
-		return eventsource.Decoded{}, core.Invalidf("cloudevent", "not a valid binary-mode CloudEvent: %s", clip(oneLine(err.Error())))
+		return eventsource.Decoded{}, core.Invalidf("cloudevent", "not a valid binary-mode CloudEvent: %s", core.Clip(core.OneLine(err.Error())))
 	}
 	return eventsource.DecodeEvent(*ev)
 }
@@ -248,7 +248,7 @@ func specFromRequest(r *http.Request) (core.Options, error) {
 			k = canon
 		}
 		if old, ok := spec[k]; ok && old != v {
-			return core.Invalidf(clip(k), "given more than once with different values")
+			return core.Invalidf(core.Clip(k), "given more than once with different values")
 		}
 		spec[k] = v
 		return nil

@@ -43,13 +43,5 @@ func (s *SingleCluster) Attacher(name string) (*core.Attacher, error) {
 	if name == "" || name == s.name {
 		return s.a, nil
 	}
-	return nil, core.Invalidf("cluster", "unknown cluster %q (this service serves %q)", clip(name), s.name)
-}
-
-func clip(s string) string {
-	const max = 80
-	if len(s) <= max {
-		return s
-	}
-	return s[:max] + "…"
+	return nil, core.Invalidf("cluster", "unknown cluster %q (this service serves %q)", core.Clip(name), s.name)
 }

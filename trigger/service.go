@@ -162,15 +162,15 @@ func specMap(doc []byte) (map[string]string, error) {
 			if m[1] == "" {
 				return nil, core.Invalidf("spec", "has an empty key, given more than once")
 			}
-			return nil, core.Invalidf(clip(m[1]), "is given more than once")
+			return nil, core.Invalidf(core.Clip(m[1]), "is given more than once")
 		}
-		return nil, core.Invalidf("spec", "not a YAML or JSON map: %s", clip(oneLine(err.Error())))
+		return nil, core.Invalidf("spec", "not a YAML or JSON map: %s", core.Clip(core.OneLine(err.Error())))
 	}
 	var raw any
 	dec := json.NewDecoder(strings.NewReader(string(js)))
 	dec.UseNumber()
 	if err := dec.Decode(&raw); err != nil {
-		return nil, core.Invalidf("spec", "not a YAML or JSON map: %s", clip(err.Error()))
+		return nil, core.Invalidf("spec", "not a YAML or JSON map: %s", core.Clip(err.Error()))
 	}
 	if raw == nil {
 		return map[string]string{}, nil
@@ -196,7 +196,7 @@ func specMap(doc []byte) (map[string]string, error) {
 		case json.Number:
 			out[k] = v.String()
 		default:
-			return nil, core.Invalidf(clip(k), "must be a string, got a %s", kindOf(v))
+			return nil, core.Invalidf(core.Clip(k), "must be a string, got a %s", kindOf(v))
 		}
 	}
 	return out, nil
@@ -330,5 +330,3 @@ func (s *Service) acquire() (func(), error) {
 		s.wg.Done()
 	}, nil
 }
-
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

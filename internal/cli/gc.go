@@ -305,7 +305,7 @@ func printGC(w io.Writer, format string, out *GCOutput, now time.Time) error {
 			age := duration.ShortHumanDuration(now.Sub(it.Created))
 			reason := it.Reason
 			if it.Error != "" {
-				reason += " [" + oneLine(it.Error) + "]"
+				reason += " [" + core.OneLine(it.Error) + "]"
 			}
 			if withCluster {
 				fmt.Fprintf(tw, "%s\t", r.Cluster)

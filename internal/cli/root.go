@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/configmap-attacher/configmap-attacher/internal/core"
 )
 
 // Exit codes shared by every command.
@@ -97,15 +99,13 @@ func exitCode(err error, stderr io.Writer) int {
 	if err == nil {
 		return ExitOK
 	}
-	fmt.Fprintln(stderr, "error: "+oneLine(err.Error()))
+	fmt.Fprintln(stderr, "error: "+core.OneLine(err.Error()))
 	var ue usageError
 	if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command") {
 		return ExitUsage
 	}
 	return ExitFailure
 }
-
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // NewLogger returns the program's one structured logger. level is debug, info, warn or
 // error (case-insensitive; empty means info); format is text or json.

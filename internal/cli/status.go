@@ -425,7 +425,7 @@ func (o *StatusOptions) Run(ctx context.Context, s *Streams) error {
 		return failed
 	}
 	if failed != nil {
-		fmt.Fprintln(s.Err, "status: "+oneLine(failed.Error())+" (retrying)")
+		fmt.Fprintln(s.Err, "status: "+core.OneLine(failed.Error())+" (retrying)")
 	}
 	tty := isTerminal(s.Out)
 	t := time.NewTicker(o.Interval)
@@ -442,7 +442,7 @@ func (o *StatusOptions) Run(ctx context.Context, s *Streams) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			fmt.Fprintln(s.Err, "status: "+oneLine(err.Error())+" (retrying)")
+			fmt.Fprintln(s.Err, "status: "+core.OneLine(err.Error())+" (retrying)")
 			if out == nil {
 				continue
 			}

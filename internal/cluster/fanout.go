@@ -68,7 +68,7 @@ func Select(specs []Spec, names []string) ([]Spec, error) {
 	for _, n := range names {
 		s, ok := by[n]
 		if !ok {
-			return nil, core.Invalidf("cluster", "unknown cluster %q (known: %s)", clip(n), joinNames(specs))
+			return nil, core.Invalidf("cluster", "unknown cluster %q (known: %s)", core.Clip(n), joinNames(specs))
 		}
 		if !seen[n] {
 			seen[n] = true

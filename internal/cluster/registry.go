@@ -273,7 +273,7 @@ func (r *Registry) lookup(name string) (*member, error) {
 		if len(names) > 10 {
 			names = append(names[:10], "…")
 		}
-		return nil, core.Invalidf("cluster", "unknown cluster %q (registered: %s)", clip(name), strings.Join(names, ", "))
+		return nil, core.Invalidf("cluster", "unknown cluster %q (registered: %s)", core.Clip(name), strings.Join(names, ", "))
 	}
 	return m, nil
 }
@@ -397,7 +397,7 @@ func (r *Registry) probe(ctx context.Context, m *member) {
 	m.reachable = err == nil
 	m.probeErr = ""
 	if err != nil {
-		m.probeErr = oneLine(err.Error())
+		m.probeErr = core.OneLine(err.Error())
 	}
 	if first || was != m.reachable {
 		m.reachableChg = now
@@ -624,5 +624,3 @@ func (r *Registry) stop(m *member) {
 	<-m.done
 	r.log.Info("cluster unregistered", "cluster", m.c.Spec.Name, "origin", m.c.Spec.Origin)
 }
-
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/kube"
 )
 
@@ -76,7 +77,7 @@ func ValidateName(name string) error {
 	case len(name) > validation.DNS1123SubdomainMaxLength:
 		return fmt.Errorf("cluster name is %d characters long, at most %d are allowed", len(name), validation.DNS1123SubdomainMaxLength)
 	case strings.IndexFunc(name, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0:
-		return fmt.Errorf("cluster name %q contains whitespace or control characters", clip(name))
+		return fmt.Errorf("cluster name %q contains whitespace or control characters", core.Clip(name))
 	}
 	return nil
 }
@@ -137,7 +138,7 @@ func KubeconfigSpecs(kubeconfig string, contexts []string, all bool, qps float32
 			return nil, fmt.Errorf("kubeconfig context: %w", err)
 		}
 		if _, ok := raw.Contexts[n]; !ok {
-			return nil, fmt.Errorf("kubeconfig context %q not found (contexts: %s)", clip(n), strings.Join(sortedKeys(raw.Contexts), ", "))
+			return nil, fmt.Errorf("kubeconfig context %q not found (contexts: %s)", core.Clip(n), strings.Join(sortedKeys(raw.Contexts), ", "))
 		}
 		cfg, err := kube.RESTConfig(kube.ConfigOptions{Kubeconfig: kubeconfig, Context: n, QPS: qps, Burst: burst})
 		if err != nil {
@@ -216,7 +217,7 @@ func SpecFromSecret(s *corev1.Secret) (Spec, error) {
 	}
 	u, err := url.Parse(server)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return fail(`"server" %q is not an http(s) URL`, clip(server))
+		return fail(`"server" %q is not an http(s) URL`, core.Clip(server))
 	}
 	name := strings.TrimSpace(secretValue(s, "name"))
 	if name == "" {
@@ -241,7 +242,7 @@ func SpecFromSecret(s *corev1.Secret) (Spec, error) {
 			continue
 		}
 		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
-			return fail(`"namespaces": %q is not a namespace name`, clip(ns))
+			return fail(`"namespaces": %q is not a namespace name`, core.Clip(ns))
 		}
 		nss = append(nss, ns)
 	}
@@ -288,7 +289,7 @@ func SpecFromSecret(s *corev1.Secret) (Spec, error) {
 		if cc.ProxyURL != "" {
 			pu, err := url.Parse(cc.ProxyURL)
 			if err != nil || pu.Host == "" {
-				return fail(`"config".proxyUrl %q is not a URL`, clip(cc.ProxyURL))
+				return fail(`"config".proxyUrl %q is not a URL`, core.Clip(cc.ProxyURL))
 			}
 			cfg.Proxy = http.ProxyURL(pu)
 		}
@@ -338,12 +339,4 @@ func ArgoCDSpecs(ctx context.Context, client kubernetes.Interface, ns string) ([
 		specs = append(specs, sp)
 	}
 	return specs, bad, nil
-}
-
-func clip(s string) string {
-	const max = 80
-	if len(s) <= max {
-		return s
-	}
-	return s[:max] + "…"
 }

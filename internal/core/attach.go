@@ -43,13 +43,13 @@ func (e Event) Validate() error {
 		return Invalidf("namespace", "ReplicaSet namespace is required")
 	}
 	if errs := validation.IsDNS1123Label(e.Namespace); len(errs) > 0 {
-		return Invalidf("namespace", "%q is not a valid namespace: %s", clip(e.Namespace), strings.Join(errs, "; "))
+		return Invalidf("namespace", "%q is not a valid namespace: %s", Clip(e.Namespace), strings.Join(errs, "; "))
 	}
 	if e.Name == "" {
 		return Invalidf("name", "ReplicaSet name is required")
 	}
 	if errs := validation.IsDNS1123Subdomain(e.Name); len(errs) > 0 {
-		return Invalidf("name", "%q is not a valid ReplicaSet name: %s", clip(e.Name), strings.Join(errs, "; "))
+		return Invalidf("name", "%q is not a valid ReplicaSet name: %s", Clip(e.Name), strings.Join(errs, "; "))
 	}
 	if len(e.UID) > 128 {
 		return Invalidf("uid", "UID is %d characters long, at most 128 are allowed", len(e.UID))
@@ -241,7 +241,7 @@ func (a *Attacher) resolveReplicaSet(ctx context.Context, ev Event) (*appsv1.Rep
 // checkOwner refuses a ReplicaSet whose UID differs from the event's or that is being deleted.
 func checkOwner(ev Event, rs *appsv1.ReplicaSet) error {
 	if ev.UID != "" && rs.UID != ev.UID {
-		return refusedf("UID mismatch: the event names ReplicaSet %s/%s with UID %q, the live one has UID %q", rs.Namespace, rs.Name, clip(string(ev.UID)), rs.UID)
+		return refusedf("UID mismatch: the event names ReplicaSet %s/%s with UID %q, the live one has UID %q", rs.Namespace, rs.Name, Clip(string(ev.UID)), rs.UID)
 	}
 	if rs.DeletionTimestamp != nil {
 		return refusedf("ReplicaSet %s/%s is being deleted (deletionTimestamp %s)", rs.Namespace, rs.Name, rs.DeletionTimestamp.UTC().Format(time.RFC3339))
@@ -381,12 +381,12 @@ func collectRefs(rs *appsv1.ReplicaSet, w workload, o Options) ([]Ref, []ObjectR
 					continue
 				}
 				if i >= MaxListedNames {
-					bad = append(bad, ObjectResult{Kind: pair.kind, Name: clip(name), Outcome: OutcomeSkipped,
+					bad = append(bad, ObjectResult{Kind: pair.kind, Name: Clip(name), Outcome: OutcomeSkipped,
 						Reason: fmt.Sprintf("annotation %s lists more than %d names", pair.key, MaxListedNames)})
 					break
 				}
 				if err := ValidateName(name); err != nil {
-					bad = append(bad, ObjectResult{Kind: pair.kind, Name: clip(name), Outcome: OutcomeSkipped,
+					bad = append(bad, ObjectResult{Kind: pair.kind, Name: Clip(name), Outcome: OutcomeSkipped,
 						Reason: "annotation " + pair.key + ": " + err.Error(), From: []string{"annotation"}})
 					continue
 				}

@@ -33,7 +33,7 @@ func ParseNamespacePolicy(allow, deny []string) (NamespacePolicy, error) {
 					continue
 				}
 				if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
-					return NamespacePolicy{}, Invalidf(l.field, "%q is not a valid namespace: %s", clip(ns), strings.Join(errs, "; "))
+					return NamespacePolicy{}, Invalidf(l.field, "%q is not a valid namespace: %s", Clip(ns), strings.Join(errs, "; "))
 				}
 				if !slices.Contains(*l.out, ns) {
 					*l.out = append(*l.out, ns)
@@ -51,10 +51,10 @@ func (p NamespacePolicy) Restricted() bool { return len(p.Allow) > 0 || len(p.De
 // the namespace and the rule otherwise.
 func (p NamespacePolicy) Check(ns string) error {
 	if slices.Contains(p.Deny, ns) {
-		return refusedf("namespace %q is excluded by the service's namespace policy (--exclude-namespaces)", clip(ns))
+		return refusedf("namespace %q is excluded by the service's namespace policy (--exclude-namespaces)", Clip(ns))
 	}
 	if len(p.Allow) > 0 && !slices.Contains(p.Allow, ns) {
-		return refusedf("namespace %q is not among the namespaces this service may act in (--namespaces %s)", clip(ns), strings.Join(p.Allow, ","))
+		return refusedf("namespace %q is not among the namespaces this service may act in (--namespaces %s)", Clip(ns), strings.Join(p.Allow, ","))
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -90,7 +91,7 @@ func ParseSpec(spec map[string]string) (Options, error) {
 			case OperationGC:
 				o.Operation = OperationGC
 			default:
-				err = Invalidf(k, "must be %q or %q, got %q", OperationAttach, OperationGC, clip(v))
+				err = Invalidf(k, "must be %q or %q, got %q", OperationAttach, OperationGC, Clip(v))
 			}
 		case SpecConfigMaps:
 			o.ConfigMaps, err = ParseNameList(k, v)
@@ -116,21 +117,21 @@ func ParseSpec(spec map[string]string) (Options, error) {
 		case SpecCluster:
 			if v != "" {
 				if errs := validation.IsDNS1123Subdomain(v); len(errs) > 0 {
-					err = Invalidf(k, "%q is not a valid cluster name: %s", clip(v), strings.Join(errs, "; "))
+					err = Invalidf(k, "%q is not a valid cluster name: %s", Clip(v), strings.Join(errs, "; "))
 				}
 			}
 			o.Cluster = v
 		case SpecNamespace:
 			if v != "" {
 				if errs := validation.IsDNS1123Label(v); len(errs) > 0 {
-					err = Invalidf(k, "%q is not a valid namespace: %s", clip(v), strings.Join(errs, "; "))
+					err = Invalidf(k, "%q is not a valid namespace: %s", Clip(v), strings.Join(errs, "; "))
 				}
 			}
 			o.Namespace = v
 		case "":
 			err = Invalidf("spec", "has an empty key (known keys: %s)", strings.Join(specKeys, ", "))
 		default:
-			err = Invalidf(clip(k), "unknown spec key (known keys: %s)", strings.Join(specKeys, ", "))
+			err = Invalidf(Clip(k), "unknown spec key (known keys: %s)", strings.Join(specKeys, ", "))
 		}
 		if err != nil {
 			return Options{}, err
@@ -195,10 +196,10 @@ func ParseNameList(field, v string) ([]string, error) {
 // a DNS-1123 subdomain of at most 253 characters, without a namespace prefix.
 func ValidateName(name string) error {
 	if strings.Contains(name, "/") {
-		return &RefusedError{Reason: "cross-namespace reference " + strconv.Quote(clip(name)) + ": only names in the ReplicaSet's own namespace are allowed"}
+		return &RefusedError{Reason: "cross-namespace reference " + strconv.Quote(Clip(name)) + ": only names in the ReplicaSet's own namespace are allowed"}
 	}
 	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
-		return &FieldError{Field: "name", Msg: strconv.Quote(clip(name)) + " is not a valid object name: " + strings.Join(errs, "; ")}
+		return &FieldError{Field: "name", Msg: strconv.Quote(Clip(name)) + " is not a valid object name: " + strings.Join(errs, "; ")}
 	}
 	return nil
 }
@@ -209,16 +210,25 @@ func parseBool(field, v string, def bool) (bool, error) {
 	}
 	b, err := strconv.ParseBool(v)
 	if err != nil {
-		return false, Invalidf(field, "must be true or false, got %q", clip(v))
+		return false, Invalidf(field, "must be true or false, got %q", Clip(v))
 	}
 	return b, nil
 }
 
-// clip shortens untrusted text before it is echoed in an error or log.
-func clip(s string) string {
+// Clip shortens untrusted text to at most 80 bytes (plus "…") before it is echoed in an
+// error or log, without cutting a UTF-8 sequence in half.
+func Clip(s string) string {
 	const max = 80
 	if len(s) <= max {
 		return s
 	}
-	return s[:max] + "…"
+	i := max
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "…"
 }
+
+// OneLine collapses every run of white space (newlines included) into one space, so that
+// an error becomes one log or output line.
+func OneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
