@@ -100,6 +100,9 @@ func WaitForCurrentReplicaSet(ctx context.Context, kc kubernetes.Interface, dc d
 		case err == nil:
 			return true, nil
 		case errors.Is(err, ErrNotReady), apierrors.IsNotFound(err), isTransient(err) && !errors.Is(err, ErrInvalid):
+			if ctx.Err() != nil && last != nil {
+				return false, nil // the deadline cut this try short: keep the last real reason
+			}
 			if apierrors.IsNotFound(err) {
 				err = fmt.Errorf("%w: %s %s/%s not found", ErrNotReady, kind, namespace, name)
 			}
