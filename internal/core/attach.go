@@ -88,9 +88,11 @@ type Config struct {
 	Backoff wait.Backoff
 }
 
-// DefaultBackoff is the retry schedule for conflicting writes: 10 tries, 10 ms growing
-// by half each time (about 1.1 s in all).
-var DefaultBackoff = wait.Backoff{Steps: 10, Duration: 10 * time.Millisecond, Factor: 1.5, Jitter: 0.2}
+// DefaultBackoff is the retry schedule for conflicting writes: 30 tries, 10 ms growing by
+// half each time up to 500 ms, with jitter so that competing writers fall out of step
+// (about 12 s in all, under the trigger's 30 s execute timeout). A writer hammering the
+// same ConfigMap makes conflicts frequent; the owner is still added, never by overwriting.
+var DefaultBackoff = wait.Backoff{Steps: 30, Duration: 10 * time.Millisecond, Factor: 1.5, Jitter: 0.5, Cap: 500 * time.Millisecond}
 
 // Attacher adds ReplicaSet ownerReferences to the config revisions they use, in one
 // cluster. It is safe for concurrent use; work on one object is serialised.

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -88,12 +89,24 @@ func TestConcurrentWriterLosesNothing(t *testing.T) {
 		sendWG.Add(1)
 		go func() {
 			defer sendWG.Done()
-			resp, err := http.Post("http://"+e.srv.HTTPAddr()+"/", "application/json", strings.NewReader(eventData(e.ns, rs.Name, string(rs.UID))))
-			if err != nil || resp.StatusCode != 200 {
-				failed.Add(1)
-			}
-			if resp != nil {
-				resp.Body.Close()
+			// A Sensor retries a retryable answer (503/429); so does this sender, a few times.
+			for try := 1; ; try++ {
+				resp, err := http.Post("http://"+e.srv.HTTPAddr()+"/", "application/json", strings.NewReader(eventData(e.ns, rs.Name, string(rs.UID))))
+				if err == nil && resp.StatusCode == http.StatusOK {
+					resp.Body.Close()
+					return
+				}
+				retryable := err == nil && (resp.StatusCode == http.StatusServiceUnavailable || resp.StatusCode == http.StatusTooManyRequests)
+				if resp != nil {
+					b, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					t.Logf("%s: try %d answered %d: %s", rs.Name, try, resp.StatusCode, b)
+				}
+				if !retryable || try == 3 {
+					failed.Add(1)
+					return
+				}
+				time.Sleep(200 * time.Millisecond)
 			}
 		}()
 	}
