@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -100,7 +101,7 @@ func WaitForCurrentReplicaSet(ctx context.Context, kc kubernetes.Interface, dc d
 		case err == nil:
 			return true, nil
 		case errors.Is(err, ErrNotReady), apierrors.IsNotFound(err), isTransient(err) && !errors.Is(err, ErrInvalid):
-			if ctx.Err() != nil && last != nil {
+			if last != nil && cutShort(ctx, err) {
 				return false, nil // the deadline cut this try short: keep the last real reason
 			}
 			if apierrors.IsNotFound(err) {
@@ -118,4 +119,11 @@ func WaitForCurrentReplicaSet(ctx context.Context, kc kubernetes.Interface, dc d
 		return nil, err
 	}
 	return rs, nil
+}
+
+// cutShort reports whether err only says that ctx's deadline stopped the request (the
+// context ended, or client-go's rate limiter declined to wait past the deadline).
+func cutShort(ctx context.Context, err error) bool {
+	return ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
+		strings.Contains(err.Error(), "would exceed context deadline")
 }
