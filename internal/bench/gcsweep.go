@@ -6,10 +6,12 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/gc"
@@ -32,7 +34,61 @@ type GCResult struct {
 	ClientQPS      float32        `json:"clientQPS"`
 	DeletesPerSec  float64        `json:"deletesPerSecond"`
 	DefaultQPSNote string         `json:"note"`
+	// Parallel is the sweeper's bound on deletes in flight (gc.Config.Parallel).
+	Parallel int `json:"parallel"`
+	// PlanSeconds is one snapshot (every list) plus the plan, timed alone; a real sweep
+	// plans twice (plan, then confirm) before it deletes.
+	PlanSeconds float64 `json:"planSeconds"`
+	// DeleteSeconds is the real sweep's delete phase: the first DELETE sent to the last
+	// DELETE answered, from the client's own transport.
+	DeleteSeconds float64 `json:"deleteSeconds"`
 }
+
+// deleteSpan records the first DELETE sent and the last DELETE answered through the
+// configs it wraps.
+type deleteSpan struct {
+	mu          sync.Mutex
+	first, last time.Time
+}
+
+func (d *deleteSpan) wrap(cfg *rest.Config) *rest.Config {
+	out := rest.CopyConfig(cfg)
+	prev := out.WrapTransport
+	out.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		if prev != nil {
+			rt = prev(rt)
+		}
+		return rtFunc(func(req *http.Request) (*http.Response, error) {
+			if req.Method != http.MethodDelete {
+				return rt.RoundTrip(req)
+			}
+			d.mu.Lock()
+			if d.first.IsZero() {
+				d.first = time.Now()
+			}
+			d.mu.Unlock()
+			resp, err := rt.RoundTrip(req)
+			d.mu.Lock()
+			d.last = time.Now()
+			d.mu.Unlock()
+			return resp, err
+		})
+	}
+	return out
+}
+
+func (d *deleteSpan) seconds() float64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.first.IsZero() {
+		return 0
+	}
+	return d.last.Sub(d.first).Seconds()
+}
+
+type rtFunc func(*http.Request) (*http.Response, error)
+
+func (f rtFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // gcSweep builds a namespace of GCRevisions revisions and GCReplicaSets ReplicaSets:
 // each ReplicaSet references and owns one revision, the other non-orphans are owned by
@@ -78,20 +134,30 @@ func (e *env) gcSweep(ctx context.Context, rep *Report) error {
 	time.Sleep(1100 * time.Millisecond) // every revision older than min age 0 at second resolution
 
 	counter := &kube.RequestCounter{}
-	clients, err := kube.NewClients(counter.Wrap(e.rest))
+	span := &deleteSpan{}
+	clients, err := kube.NewClients(span.wrap(counter.Wrap(e.rest)))
 	if err != nil {
 		return err
 	}
 	sw, err := gc.NewSweeper(gc.Config{Cluster: "in-cluster", Client: clients.Kube,
 		Source:  gc.LiveSource{Client: clients.Kube, Dynamic: clients.Dynamic, Metadata: clients.Metadata},
-		Options: gc.Options{MinAge: 0, Keep: 0}, Namespaces: []string{ns},
+		Options: gc.Options{MinAge: 0, Keep: 0}, Namespaces: []string{ns}, Parallel: e.cfg.GCParallel,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		return err
 	}
 	res := &GCResult{Revisions: r, ReplicaSets: k, TrueOrphans: o, ClientQPS: e.cfg.QPS, Outcomes: map[string]int{},
-		DefaultQPSNote: "serve and `configmap-attacher gc` default to 50 QPS: deletes are paced at 50/s there"}
+		DefaultQPSNote: "serve and `configmap-attacher gc` default to 50 QPS: deletes are paced at 50/s there",
+		Parallel:       e.cfg.GCParallel}
+	if res.Parallel <= 0 {
+		res.Parallel = gc.DefaultParallel
+	}
 	t0 := time.Now()
+	if _, _, err := sw.Plan(ctx, ns); err != nil {
+		return fmt.Errorf("plan: %w", err)
+	}
+	res.PlanSeconds = time.Since(t0).Seconds()
+	t0 = time.Now()
 	dry, err := sw.SweepNamespaceDryRun(ctx, ns)
 	if err != nil {
 		return fmt.Errorf("dry-run sweep: %w", err)
@@ -109,6 +175,7 @@ func (e *env) gcSweep(ctx context.Context, rep *Report) error {
 		return fmt.Errorf("sweep: %w", err)
 	}
 	res.SweepSeconds = time.Since(t0).Seconds()
+	res.DeleteSeconds = span.seconds()
 	m1, err := e.metrics.snapshot(ctx)
 	if err != nil {
 		return err
@@ -128,7 +195,7 @@ func (e *env) gcSweep(ctx context.Context, rep *Report) error {
 		res.DeletesPerSec = float64(res.Deleted) / res.SweepSeconds
 	}
 	rep.GC = res
-	e.cfg.Logf("   gc: dry run %.2fs (%d would go), sweep %.2fs, %d deleted of %d true orphans, requests %v", res.DryRunSeconds,
-		res.WouldDelete, res.SweepSeconds, res.Deleted, o, res.Requests)
+	e.cfg.Logf("   gc: plan %.2fs, dry run %.2fs (%d would go), sweep %.2fs (deletes %.2fs, %d at once), %d deleted of %d true orphans, requests %v",
+		res.PlanSeconds, res.DryRunSeconds, res.WouldDelete, res.SweepSeconds, res.DeleteSeconds, res.Parallel, res.Deleted, o, res.Requests)
 	return nil
 }

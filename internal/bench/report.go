@@ -118,7 +118,12 @@ func (r *Report) build() {
 	}
 	if g := r.GC; g != nil {
 		add(fmt.Sprintf("GC sweep: %d revisions, %d RS, %d true orphans: time (dry run)", g.Revisions, g.ReplicaSets, g.TrueOrphans),
-			fmt.Sprintf("%.2fs (dry run %.2fs)", g.SweepSeconds, g.DryRunSeconds), "-", "< 2s", yesNo(g.SweepSeconds < 2))
+			fmt.Sprintf("%.2fs (dry run %.2fs)", g.SweepSeconds, g.DryRunSeconds), fmt.Sprintf("one plan (all lists) %.2fs", g.PlanSeconds), "< 2s", yesNo(g.SweepSeconds < 2))
+		if g.DeleteSeconds > 0 {
+			add("GC sweep: where the time goes: plan + confirm plan, deletes",
+				fmt.Sprintf("plans %.2fs, %d deletes %.2fs (%d in flight, %.0f/s)", g.SweepSeconds-g.DeleteSeconds, g.Deleted, g.DeleteSeconds, g.Parallel,
+					float64(g.Deleted)/g.DeleteSeconds), fmt.Sprintf("client QPS %.0f", g.ClientQPS), "-", "")
+		}
 		add("GC sweep: deletes (apiserver DELETEs) vs true orphans; client requests",
 			fmt.Sprintf("%d (%.0f) of %d; %s", g.Deleted, g.APIDeletes, g.TrueOrphans, fmtReq(g.Requests)), fmt.Sprintf("dry run: %d would go", g.WouldDelete),
 			"writes == true orphans", yesNo(g.Deleted == g.TrueOrphans && int(g.APIDeletes) == g.TrueOrphans && g.WouldDelete == g.TrueOrphans))

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -83,7 +85,16 @@ type Executor struct {
 	// apiserver checks the preconditions and permissions and persists nothing; deletes
 	// that would succeed are reported as would-delete and repairs as would-repair.
 	ServerDryRun bool
+	// Parallel bounds the deletes in flight at once; zero means DefaultParallel, one
+	// deletes one at a time. Every delete still goes through Client, so the client's
+	// QPS limiter paces them all (a client at 50 QPS deletes at most 50 per second
+	// whatever Parallel says); Parallel only stops round trips from adding up in series.
+	Parallel int
 }
+
+// DefaultParallel is Executor.Parallel's default: enough deletes in flight to hide the
+// round trip at a few hundred QPS, few enough not to flood one apiserver.
+const DefaultParallel = 16
 
 // Execute deletes every Delete item of p with metav1.Preconditions{UID,
 // ResourceVersion} and attaches every Repair item to its ReplicaSets through the
@@ -98,11 +109,10 @@ func (e *Executor) Execute(ctx context.Context, p *Plan, dryRun bool) (*Report, 
 		log = slog.Default()
 	}
 	log = log.With("cluster", e.Cluster, "namespace", p.Namespace)
-	rep := &Report{Cluster: e.Cluster, Namespace: p.Namespace, DryRun: dryRun, Plan: p, Results: make([]ItemResult, 0, len(p.Items))}
+	rep := &Report{Cluster: e.Cluster, Namespace: p.Namespace, DryRun: dryRun, Plan: p, Results: make([]ItemResult, len(p.Items))}
 	repairs := map[types.UID]*repairTarget{}
-	var failures []string
-	transient := false
-	for _, it := range p.Items {
+	var deletes []int
+	for i, it := range p.Items {
 		res := ItemResult{Item: it, Outcome: OutcomeKept}
 		switch it.Decision {
 		case Delete:
@@ -110,11 +120,7 @@ func (e *Executor) Execute(ctx context.Context, p *Plan, dryRun bool) (*Report, 
 				res.Outcome = OutcomeWouldDelete
 				break
 			}
-			res.Outcome, res.Error = e.delete(ctx, log, p, it)
-			if res.Outcome == OutcomeError {
-				failures = append(failures, fmt.Sprintf("%s %s: %s", it.Kind, it.Name, res.Error))
-				transient = true
-			}
+			deletes = append(deletes, i)
 		case Repair:
 			res.Outcome = OutcomeWouldRepair
 			if dryRun || e.ServerDryRun || e.Attacher == nil {
@@ -126,11 +132,21 @@ func (e *Executor) Execute(ctx context.Context, p *Plan, dryRun bool) (*Report, 
 					t = &repairTarget{rs: rs}
 					repairs[rs.UID] = t
 				}
-				t.items = append(t.items, len(rep.Results))
+				t.items = append(t.items, i)
 				t.secrets = t.secrets || it.Kind == core.KindSecret
 			}
 		}
-		rep.Results = append(rep.Results, res)
+		rep.Results[i] = res
+	}
+	e.deleteAll(ctx, log, p, deletes, rep.Results)
+	// Failures are listed in plan order whatever order the deletes finished in.
+	var failures []string
+	transient := false
+	for _, i := range deletes {
+		if r := rep.Results[i]; r.Outcome == OutcomeError {
+			failures = append(failures, fmt.Sprintf("%s %s: %s", r.Kind, r.Name, r.Error))
+			transient = true
+		}
 	}
 	targets := make([]*repairTarget, 0, len(repairs))
 	for _, t := range repairs {
@@ -151,6 +167,41 @@ func (e *Executor) Execute(ctx context.Context, p *Plan, dryRun bool) (*Report, 
 		return rep, fmt.Errorf("%w: %w", core.ErrUnavailable, err)
 	}
 	return rep, err
+}
+
+// deleteAll deletes the plan items at indexes idx of p, at most Parallel at once, and
+// writes each outcome into results at the item's own index, so the report's order is the
+// plan's whatever order the deletes finish in. Once ctx ends no further delete is sent:
+// the items not yet started end as OutcomeError with ctx's error (as a delete sent with
+// a dead context would), and deleteAll returns when the deletes in flight have returned.
+func (e *Executor) deleteAll(ctx context.Context, log *slog.Logger, p *Plan, idx []int, results []ItemResult) {
+	n := e.Parallel
+	if n <= 0 {
+		n = DefaultParallel
+	}
+	n = min(n, len(idx))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < n; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				k := int(next.Add(1)) - 1
+				if k >= len(idx) {
+					return
+				}
+				r := &results[idx[k]]
+				if err := ctx.Err(); err != nil {
+					r.Outcome, r.Error = OutcomeError, "not sent: "+err.Error()
+					e.count(e.Metrics.skipped(e.Cluster, "error"))
+					continue
+				}
+				r.Outcome, r.Error = e.delete(ctx, log, p, r.Item)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 type repairTarget struct {

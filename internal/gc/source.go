@@ -2,8 +2,10 @@ package gc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
+	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -66,98 +68,174 @@ func (l LiveSource) Namespaces(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-// Snapshot implements Source. Errors wrap core.ErrUnavailable for transient failures.
+// Snapshot implements Source. The lists run concurrently (one request per kind, all at
+// once: planning time is the slowest list, not their sum) and the snapshot is assembled
+// in a fixed order, so it does not depend on which list answered first. Errors wrap
+// core.ErrUnavailable for transient failures; the first failed list (in that fixed
+// order) is the one reported.
 func (l LiveSource) Snapshot(ctx context.Context, ns string) (*Snapshot, error) {
 	s := &Snapshot{Namespace: ns, Listed: map[schema.GroupKind]bool{}, Live: map[types.UID]bool{}}
-	for _, k := range l.kinds() {
-		list, err := l.Metadata.Resource(k.GVR()).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: core.DefaultSelector})
-		if err != nil {
-			return nil, listErr("listing "+string(k)+"s in "+ns, err)
-		}
-		for i := range list.Items {
-			s.Revisions = append(s.Revisions, RevisionFromMeta(k, &list.Items[i].ObjectMeta))
+	kinds := l.kinds()
+	revs := make([][]Revision, len(kinds))
+	type listed struct {
+		gk schema.GroupKind
+		ws []Workload
+	}
+	apps, batch, corev := l.Client.AppsV1(), l.Client.BatchV1(), l.Client.CoreV1()
+	opts := metav1.ListOptions{}
+	lists := []func(ctx context.Context) (listed, error){
+		func(ctx context.Context) (listed, error) {
+			list, err := apps.ReplicaSets(ns).List(ctx, opts)
+			if err != nil {
+				return listed{}, listErr("listing ReplicaSets in "+ns, err)
+			}
+			ws := make([]Workload, len(list.Items))
+			for i := range list.Items {
+				ws[i] = FromReplicaSet(&list.Items[i])
+			}
+			return listed{GKReplicaSet, ws}, nil
+		},
+		func(ctx context.Context) (listed, error) {
+			list, err := apps.Deployments(ns).List(ctx, opts)
+			if err != nil {
+				return listed{}, listErr("listing Deployments in "+ns, err)
+			}
+			ws := make([]Workload, len(list.Items))
+			for i := range list.Items {
+				ws[i] = FromDeployment(&list.Items[i])
+			}
+			return listed{GKDeployment, ws}, nil
+		},
+		func(ctx context.Context) (listed, error) {
+			list, err := apps.StatefulSets(ns).List(ctx, opts)
+			if err != nil {
+				return listed{}, listErr("listing StatefulSets in "+ns, err)
+			}
+			ws := make([]Workload, len(list.Items))
+			for i := range list.Items {
+				ws[i] = FromStatefulSet(&list.Items[i])
+			}
+			return listed{GKStatefulSet, ws}, nil
+		},
+		func(ctx context.Context) (listed, error) {
+			list, err := apps.DaemonSets(ns).List(ctx, opts)
+			if err != nil {
+				return listed{}, listErr("listing DaemonSets in "+ns, err)
+			}
+			ws := make([]Workload, len(list.Items))
+			for i := range list.Items {
+				ws[i] = FromDaemonSet(&list.Items[i])
+			}
+			return listed{GKDaemonSet, ws}, nil
+		},
+		func(ctx context.Context) (listed, error) {
+			list, err := batch.Jobs(ns).List(ctx, opts)
+			if err != nil {
+				return listed{}, listErr("listing Jobs in "+ns, err)
+			}
+			ws := make([]Workload, len(list.Items))
+			for i := range list.Items {
+				ws[i] = FromJob(&list.Items[i])
+			}
+			return listed{GKJob, ws}, nil
+		},
+		func(ctx context.Context) (listed, error) {
+			list, err := batch.CronJobs(ns).List(ctx, opts)
+			if err != nil {
+				return listed{}, listErr("listing CronJobs in "+ns, err)
+			}
+			ws := make([]Workload, len(list.Items))
+			for i := range list.Items {
+				ws[i] = FromCronJob(&list.Items[i])
+			}
+			return listed{GKCronJob, ws}, nil
+		},
+		func(ctx context.Context) (listed, error) {
+			list, err := corev.Pods(ns).List(ctx, opts)
+			if err != nil {
+				return listed{}, listErr("listing Pods in "+ns, err)
+			}
+			ws := make([]Workload, len(list.Items))
+			for i := range list.Items {
+				ws[i] = FromPod(&list.Items[i])
+			}
+			return listed{GKPod, ws}, nil
+		},
+		func(ctx context.Context) (listed, error) {
+			list, err := l.Dynamic.Resource(core.RolloutGVR).Namespace(ns).List(ctx, opts)
+			switch {
+			case apierrors.IsNotFound(err): // no Rollout CRD: no Rollouts (the kind still counts as listed)
+				return listed{gk: GKRollout}, nil
+			case err != nil:
+				return listed{}, listErr("listing Rollouts in "+ns, err)
+			}
+			ws := make([]Workload, len(list.Items))
+			for i := range list.Items {
+				w, err := FromRollout(&list.Items[i])
+				if err != nil {
+					return listed{}, fmt.Errorf("decoding Rollout %s/%s: %w", ns, list.Items[i].GetName(), err)
+				}
+				ws[i] = w
+			}
+			return listed{GKRollout, ws}, nil
+		},
+	}
+	got := make([]listed, len(lists))
+	errs := make([]error, len(kinds)+len(lists))
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i, k := range kinds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			list, err := l.Metadata.Resource(k.GVR()).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: core.DefaultSelector})
+			if err != nil {
+				errs[i] = listErr("listing "+string(k)+"s in "+ns, err)
+				cancel()
+				return
+			}
+			revs[i] = make([]Revision, len(list.Items))
+			for j := range list.Items {
+				revs[i][j] = RevisionFromMeta(k, &list.Items[j].ObjectMeta)
+			}
+		}()
+	}
+	for i, f := range lists {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if got[i], errs[len(kinds)+i] = f(ctx); errs[len(kinds)+i] != nil {
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	// A list cut short because another one failed reports that failure, not the
+	// cancellation; when the caller's ctx ended, that is the error.
+	var first error
+	for _, err := range errs {
+		switch {
+		case err == nil:
+		case first == nil:
+			first = err
+		case errors.Is(first, context.Canceled) && !errors.Is(err, context.Canceled):
+			first = err
 		}
 	}
-	add := func(gk schema.GroupKind, ws ...Workload) {
-		s.Listed[gk] = true
-		for _, w := range ws {
+	if first != nil {
+		return nil, first
+	}
+	for _, r := range revs {
+		s.Revisions = append(s.Revisions, r...)
+	}
+	for _, g := range got {
+		s.Listed[g.gk] = true
+		for _, w := range g.ws {
 			s.Workloads = append(s.Workloads, w)
 			s.Live[w.UID] = true
 		}
 	}
-	apps, batch, corev := l.Client.AppsV1(), l.Client.BatchV1(), l.Client.CoreV1()
-	opts := metav1.ListOptions{}
-	if list, err := apps.ReplicaSets(ns).List(ctx, opts); err != nil {
-		return nil, listErr("listing ReplicaSets in "+ns, err)
-	} else {
-		for i := range list.Items {
-			add(GKReplicaSet, FromReplicaSet(&list.Items[i]))
-		}
-		s.Listed[GKReplicaSet] = true
-	}
-	if list, err := apps.Deployments(ns).List(ctx, opts); err != nil {
-		return nil, listErr("listing Deployments in "+ns, err)
-	} else {
-		for i := range list.Items {
-			add(GKDeployment, FromDeployment(&list.Items[i]))
-		}
-		s.Listed[GKDeployment] = true
-	}
-	if list, err := apps.StatefulSets(ns).List(ctx, opts); err != nil {
-		return nil, listErr("listing StatefulSets in "+ns, err)
-	} else {
-		for i := range list.Items {
-			add(GKStatefulSet, FromStatefulSet(&list.Items[i]))
-		}
-		s.Listed[GKStatefulSet] = true
-	}
-	if list, err := apps.DaemonSets(ns).List(ctx, opts); err != nil {
-		return nil, listErr("listing DaemonSets in "+ns, err)
-	} else {
-		for i := range list.Items {
-			add(GKDaemonSet, FromDaemonSet(&list.Items[i]))
-		}
-		s.Listed[GKDaemonSet] = true
-	}
-	if list, err := batch.Jobs(ns).List(ctx, opts); err != nil {
-		return nil, listErr("listing Jobs in "+ns, err)
-	} else {
-		for i := range list.Items {
-			add(GKJob, FromJob(&list.Items[i]))
-		}
-		s.Listed[GKJob] = true
-	}
-	if list, err := batch.CronJobs(ns).List(ctx, opts); err != nil {
-		return nil, listErr("listing CronJobs in "+ns, err)
-	} else {
-		for i := range list.Items {
-			add(GKCronJob, FromCronJob(&list.Items[i]))
-		}
-		s.Listed[GKCronJob] = true
-	}
-	if list, err := corev.Pods(ns).List(ctx, opts); err != nil {
-		return nil, listErr("listing Pods in "+ns, err)
-	} else {
-		for i := range list.Items {
-			add(GKPod, FromPod(&list.Items[i]))
-		}
-		s.Listed[GKPod] = true
-	}
-	list, err := l.Dynamic.Resource(core.RolloutGVR).Namespace(ns).List(ctx, opts)
-	switch {
-	case apierrors.IsNotFound(err): // no Rollout CRD: no Rollouts
-	case err != nil:
-		return nil, listErr("listing Rollouts in "+ns, err)
-	default:
-		for i := range list.Items {
-			w, err := FromRollout(&list.Items[i])
-			if err != nil {
-				return nil, fmt.Errorf("decoding Rollout %s/%s: %w", ns, list.Items[i].GetName(), err)
-			}
-			add(GKRollout, w)
-		}
-	}
-	s.Listed[GKRollout] = true
 	return s, nil
 }
 

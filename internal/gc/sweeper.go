@@ -69,6 +69,9 @@ type Config struct {
 	// ServerDryRun makes every sweep send its deletes with dryRun=All (see
 	// Executor.ServerDryRun); ignored when DryRun is set.
 	ServerDryRun bool
+	// Parallel bounds the deletes of one sweep in flight at once (Executor.Parallel);
+	// zero means DefaultParallel.
+	Parallel int
 	// LeaderElection, when set, makes Run's periodic sweeps leader-only.
 	LeaderElection *LeaderElection
 	// Clock returns the time for planning; nil means time.Now.
@@ -108,6 +111,9 @@ func NewSweeper(cfg Config) (*Sweeper, error) {
 	if cfg.Interval == 0 {
 		cfg.Interval = DefaultInterval
 	}
+	if cfg.Parallel < 0 {
+		return nil, core.Invalidf("gc-parallel", "must not be negative, got %d", cfg.Parallel)
+	}
 	if cfg.Interval < 0 {
 		return nil, core.Invalidf("gc-interval", "must be positive, got %s", cfg.Interval)
 	}
@@ -121,7 +127,7 @@ func NewSweeper(cfg Config) (*Sweeper, error) {
 	log = log.With("component", "gc")
 	return &Sweeper{cfg: cfg, log: log, pending: map[string]bool{}, wake: make(chan struct{}, 1),
 		exec: &Executor{Cluster: cfg.Cluster, Client: cfg.Client, Attacher: cfg.Attacher, AllowSecrets: cfg.AllowSecrets,
-			Recorder: cfg.Recorder, Metrics: cfg.Metrics, Logger: log, ServerDryRun: cfg.ServerDryRun}}, nil
+			Recorder: cfg.Recorder, Metrics: cfg.Metrics, Logger: log, ServerDryRun: cfg.ServerDryRun, Parallel: cfg.Parallel}}, nil
 }
 
 // IsLeader reports whether this Sweeper currently holds the Lease (always true without

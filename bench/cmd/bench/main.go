@@ -45,6 +45,7 @@ func run() error {
 	flag.IntVar(&cfg.GCRevisions, "gc-revisions", cfg.GCRevisions, "revisions in the GC sweep (0: skip)")
 	flag.IntVar(&cfg.GCReplicaSets, "gc-replicasets", cfg.GCReplicaSets, "ReplicaSets in the GC sweep")
 	flag.IntVar(&cfg.GCOrphans, "gc-orphans", cfg.GCOrphans, "true orphans among the GC revisions")
+	flag.IntVar(&cfg.GCParallel, "gc-parallel", cfg.GCParallel, "deletes in flight at once in the GC sweep (0: gc.DefaultParallel, 1: serial)")
 	flag.StringVar(&levels, "mem-levels", levels, "ConfigMap counts for memory and the scaling curve (empty: skip)")
 	flag.IntVar(&cfg.MemBigBytes, "mem-big-bytes", cfg.MemBigBytes, "data size of a big ConfigMap")
 	flag.IntVar(&cfg.CurveN, "curve-n", cfg.CurveN, "ReplicaSets per level of the latency curve")
