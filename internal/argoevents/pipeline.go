@@ -48,6 +48,9 @@ type PipelineOptions struct {
 	GRPCServer string
 	// HTTPURL (e.g. http://127.0.0.1:8080) starts the HTTP Sensor aimed at it.
 	HTTPURL string
+	// Sensors are more Sensors started as they are (for example K8sPatchSensor), each
+	// in its own network namespace like the shipped ones.
+	Sensors []*v1alpha1.Sensor
 	// LogDir receives one log file per process; default a temporary directory.
 	LogDir string
 }
@@ -79,8 +82,8 @@ func StartPipeline(ctx context.Context, o PipelineOptions) (_ *Pipeline, err err
 			return nil, fmt.Errorf("argoevents: %w", err)
 		}
 	}
-	if o.GRPCServer == "" && o.HTTPURL == "" {
-		return nil, errors.New("argoevents: pipeline needs GRPCServer or HTTPURL")
+	if o.GRPCServer == "" && o.HTTPURL == "" && len(o.Sensors) == 0 {
+		return nil, errors.New("argoevents: pipeline needs GRPCServer, HTTPURL or Sensors")
 	}
 	objs, err := LoadShipped(o.Root)
 	if err != nil {
@@ -124,6 +127,11 @@ func StartPipeline(ctx context.Context, o PipelineOptions) (_ *Pipeline, err err
 			return nil, fmt.Errorf("argoevents: %w", err)
 		}
 		if err := start(Config{Sensor: objs.HTTPSensor}, "sensor-http.log", SensorReadyLog); err != nil {
+			return nil, err
+		}
+	}
+	for i, s := range o.Sensors {
+		if err := start(Config{Sensor: s}, fmt.Sprintf("sensor-%d-%s.log", i, s.Name), SensorReadyLog); err != nil {
 			return nil, err
 		}
 	}

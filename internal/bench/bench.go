@@ -30,7 +30,8 @@ type Config struct {
 	// Binary is the configmap-attacher binary run as the service and as the old one-shot
 	// Job (required).
 	Binary string
-	// Paths are the ingress paths measured: watcher, eventbus, http, argo-grpc.
+	// Paths are the ingress paths measured: watcher, eventbus, http, argo-grpc, and the
+	// argo-k8s baseline (Argo Events' own k8s trigger, no configmap-attacher).
 	Paths []string
 	// N ReplicaSets per path for the paced latency run, created at Rate per second.
 	N    int
@@ -38,8 +39,15 @@ type Config struct {
 	// BurstN ReplicaSets per path created as fast as the apiserver accepts them with
 	// BurstWorkers concurrent creators (the sustained-rate run).
 	BurstN, BurstWorkers int
-	// ArgoN caps N and BurstN for the path through the real Argo Events processes.
+	// ArgoN caps N and BurstN for the paths through the real Argo Events processes.
 	ArgoN int
+	// ArgoK8sN caps N and BurstN for argo-k8s: its sensor-service's Kubernetes client
+	// runs at client-go's default 5 QPS (not configurable in Argo Events v1.9), about
+	// 2.5 events/s for a GET and a PATCH each, so a large run only measures a longer queue.
+	ArgoK8sN int
+	// ArgoK8sPatch is the argo-k8s baseline's patchStrategy (argoevents.PatchMerge, the
+	// default, or argoevents.PatchStrategic).
+	ArgoK8sPatch string
 	// FloorN bare PATCHes for the floor; LegacyN one-shot processes for the old Job.
 	FloorN, LegacyN int
 	// ReplayN ADD events replayed for already-attached ReplicaSets.
@@ -72,8 +80,8 @@ type Config struct {
 // DefaultConfig returns the sizes where they finish in about 15-20 minutes on
 // two shared cores.
 func DefaultConfig() Config {
-	return Config{Paths: []string{"watcher", "eventbus", "http", "argo-grpc"},
-		N: 1000, Rate: 50, BurstN: 1000, BurstWorkers: 16, ArgoN: 300, FloorN: 1000, LegacyN: 30, ReplayN: 1000,
+	return Config{Paths: []string{"watcher", "eventbus", "http", "argo-grpc", "argo-k8s"},
+		N: 1000, Rate: 50, BurstN: 1000, BurstWorkers: 16, ArgoN: 300, ArgoK8sN: 150, FloorN: 1000, LegacyN: 30, ReplayN: 1000,
 		GCRevisions: 10000, GCReplicaSets: 2000, GCOrphans: 1000,
 		MemLevels: []int{100, 1000, 10000}, MemBigBytes: 64 << 10, CurveN: 100,
 		QPS: 1000, Burst: 2000, Settle: 60 * time.Second, ResultsDir: "bench/results"}
@@ -82,7 +90,7 @@ func DefaultConfig() Config {
 // QuickConfig is BENCH_QUICK=1: the same scenarios at sizes that finish in a few minutes.
 func QuickConfig() Config {
 	c := DefaultConfig()
-	c.N, c.BurstN, c.ArgoN, c.FloorN, c.LegacyN, c.ReplayN = 200, 200, 100, 200, 10, 200
+	c.N, c.BurstN, c.ArgoN, c.ArgoK8sN, c.FloorN, c.LegacyN, c.ReplayN = 200, 200, 100, 50, 200, 10, 200
 	c.GCRevisions, c.GCReplicaSets, c.GCOrphans = 1000, 200, 100
 	c.MemLevels, c.CurveN, c.Quick = []int{100, 1000}, 50, true
 	c.Settle = 30 * time.Second

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/argoproj/argo-events/pkg/apis/events/v1alpha1"
 	"github.com/nats-io/nats.go/jetstream"
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -115,6 +116,9 @@ type PathResult struct {
 	Cost   cost      `json:"cost"`
 	Replay *Replay   `json:"replay,omitempty"`
 	Note   string    `json:"note,omitempty"`
+	// PatchStrategy and Semantics: the argo-k8s baseline only.
+	PatchStrategy string        `json:"patchStrategy,omitempty"`
+	Semantics     *K8sSemantics `json:"semantics,omitempty"`
 }
 
 // Replay is the cost of ADD events for ReplicaSets that are already attached.
@@ -132,8 +136,11 @@ func (e *env) path(ctx context.Context, name string, rep *Report) error {
 	defer cancel()
 	ns := "bench-" + name
 	n, burst := e.cfg.N, e.cfg.BurstN
-	if name == "argo-grpc" && e.cfg.ArgoN > 0 {
+	if (name == "argo-grpc" || name == "argo-k8s") && e.cfg.ArgoN > 0 {
 		n, burst = min(n, e.cfg.ArgoN), min(burst, e.cfg.ArgoN)
+	}
+	if name == "argo-k8s" && e.cfg.ArgoK8sN > 0 {
+		n, burst = min(n, e.cfg.ArgoK8sN), min(burst, e.cfg.ArgoK8sN)
 	}
 	if err := e.ensureNamespace(ctx, ns); err != nil {
 		return err
@@ -201,8 +208,36 @@ func (e *env) path(ctx context.Context, name string, rep *Report) error {
 		}
 		defer func() { _ = pipe.Stop() }()
 		res.Note = "real Argo Events eventsource-service -> JetStream -> sensor-service -> gRPC custom trigger"
+	case "argo-k8s":
+		// The no-code alternative: no configmap-attacher at all, Argo Events' own k8s
+		// trigger patches the ConfigMap from the event payload.
+		bus, err := natsserver.Start(ctx, natsserver.Options{})
+		if err != nil {
+			return fmt.Errorf("NATS for Argo Events: %w", err)
+		}
+		defer bus.Stop()
+		strategy := e.cfg.ArgoK8sPatch
+		if strategy == "" {
+			strategy = argoevents.PatchMerge
+		}
+		sensor, err := argoevents.K8sPatchSensor(strategy)
+		if err != nil {
+			return err
+		}
+		logDir := filepath.Join(e.logDir, "argo-events-k8s")
+		if err := os.MkdirAll(logDir, 0o755); err != nil {
+			return fmt.Errorf("argo events log dir: %w", err)
+		}
+		pipe, err := argoevents.StartPipeline(ctx, argoevents.PipelineOptions{EventBusURL: bus.ClientURL(), Kubeconfig: e.cp.Kubeconfig(),
+			Namespace: ns, Sensors: []*v1alpha1.Sensor{sensor}, LogDir: logDir})
+		if err != nil {
+			return err
+		}
+		defer func() { _ = pipe.Stop() }()
+		res.Note = "real Argo Events eventsource-service -> JetStream -> sensor-service standard k8s trigger (operation: patch, " + strategy + "); no configmap-attacher"
+		res.PatchStrategy = strategy
 	default:
-		return fmt.Errorf("unknown ingress path %q (want watcher, eventbus, http, argo-grpc)", name)
+		return fmt.Errorf("unknown ingress path %q (want watcher, eventbus, http, argo-grpc, argo-k8s)", name)
 	}
 	defer svc.stop()
 	// Let the feeder's watch settle before the clock starts.
@@ -230,6 +265,11 @@ func (e *env) path(ctx context.Context, name string, rep *Report) error {
 		res.Burst = t.result(names)
 		e.cfg.Logf("   %s burst: %d created at %.0f/s, attached at %.0f/s, lost %d, lag p99 %s", name, burst,
 			res.Burst.CreateRate, res.Burst.AttachRate, res.Burst.Lost, fmtMs(res.Burst.Latency.P99))
+	}
+	if name == "argo-k8s" {
+		if res.Semantics, err = e.k8sSemantics(ctx, ns); err != nil {
+			return fmt.Errorf("argo-k8s semantics: %w", err)
+		}
 	}
 	if name == "http" && e.cfg.ReplayN > 0 {
 		if res.Replay, err = e.replay(ctx, ns, svc.httpAddr, min(e.cfg.ReplayN, n+burst)); err != nil {

@@ -98,6 +98,10 @@ func (r *Report) build() {
 		add(fmt.Sprintf("%s: per event: writes, Event records, GETs, LISTs", p.Name),
 			fmt.Sprintf("%.2f, %.2f, %.2f, %.2f", c.WritesPerEvent, c.RecordsPerEvent, c.GetsPerEvent, c.ListsPerEvent),
 			floorCost(r.Floor), "<= 1 write, 0 GET", yesNo(c.WritesPerEvent <= 1.0001 && c.GetsPerEvent < 0.01))
+		if k := p.Semantics; k != nil {
+			add(fmt.Sprintf("%s: semantics (%s), observed", p.Name, shortPatch(p.PatchStrategy)), k.Summary(),
+				"serve: adds, opt-in label required, missing reported, gone RS refused (rules 2-4)", "-", "")
+		}
 		if rp := p.Replay; rp != nil {
 			add(fmt.Sprintf("replay of %d ADD events (attached RS), via %s: writes, GETs", rp.Events, p.Name),
 				fmt.Sprintf("%.0f writes, %.0f GETs, %.1fs, %d failed", rp.Cost.WritesPerEvent*float64(rp.Events),
@@ -142,6 +146,16 @@ func (r *Report) build() {
 				fmt.Sprintf("%s (lost %d)", m.Curve.Latency, m.Curve.Lost), floorStr, "flat in object count", "")
 		}
 	}
+}
+
+func shortPatch(s string) string {
+	switch s {
+	case "application/merge-patch+json":
+		return "merge patch"
+	case "application/strategic-merge-patch+json":
+		return "strategic merge patch"
+	}
+	return s
 }
 
 func floorCost(f *FloorResult) string {
