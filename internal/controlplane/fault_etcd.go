@@ -1,0 +1,77 @@
+package controlplane
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// stoppedEtcd keeps the arguments of a stopped etcd per control plane, for RestartEtcd.
+var stoppedEtcd sync.Map // *ControlPlane → []string
+
+// StopEtcd stops only etcd (SIGTERM, then SIGKILL after 10 s), leaving kube-apiserver and
+// kube-controller-manager running: the apiserver then answers reads from its watch cache
+// at best and fails or stalls writes, as when etcd is briefly unavailable. RestartEtcd
+// brings it back with the same data. It returns an error if no etcd is running.
+func (cp *ControlPlane) StopEtcd() error {
+	cp.mu.Lock()
+	var found *process
+	kept := cp.procs[:0:0]
+	for _, p := range cp.procs {
+		if p.name == "etcd" && found == nil {
+			found = p
+			continue
+		}
+		kept = append(kept, p)
+	}
+	cp.procs = kept
+	cp.mu.Unlock()
+	if found == nil {
+		return errors.New("controlplane: etcd is not running")
+	}
+	stoppedEtcd.Store(cp, append([]string(nil), found.cmd.Args[1:]...))
+	found.stop(10 * time.Second)
+	cp.opts.Logf("controlplane %s: etcd stopped", cp.opts.Name)
+	return nil
+}
+
+// RestartEtcd starts etcd again with the same flags and data directory (same ports, so
+// kube-apiserver reconnects by itself) and waits until etcd is healthy and the apiserver's
+// /readyz answers again. It is an error if StopEtcd was not called first.
+func (cp *ControlPlane) RestartEtcd(ctx context.Context) error {
+	v, ok := stoppedEtcd.LoadAndDelete(cp)
+	if !ok {
+		return errors.New("controlplane: etcd was not stopped by StopEtcd")
+	}
+	if err := cp.run("etcd", v.([]string)); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, cp.opts.StartTimeout)
+	defer cancel()
+	client := &http.Client{Timeout: 2 * time.Second}
+	err := cp.poll(ctx, "etcd", func() error {
+		resp, err := client.Get(cp.etcdURL + "/health")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK || !bytes.Contains(body, []byte(`"true"`)) {
+			return fmt.Errorf("etcd /health: %d %s", resp.StatusCode, body)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := cp.waitAPIServerReady(ctx); err != nil {
+		return err
+	}
+	cp.opts.Logf("controlplane %s: etcd restarted at %s", cp.opts.Name, cp.etcdURL)
+	return nil
+}
