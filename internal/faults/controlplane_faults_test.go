@@ -14,17 +14,37 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/internal/controlplane"
 )
 
-// TestEtcdUnavailableCatchesUp: etcd is stopped for a few seconds while ADDs arrive on
-// the EventBus (kube-apiserver keeps running and fails or stalls what needs etcd), then
-// started again with the same data. The service is not restarted: the messages it could
-// not handle are Nak'ed and redelivered with a growing delay, and once etcd is back every
-// ReplicaSet is attached, none lost and none written twice. /readyz is recorded while
-// etcd is down (it reports cache sync only, so it stays 200).
-func TestEtcdUnavailableCatchesUp(t *testing.T) {
+// controlPlaneFault is a part of the control plane taken away for a few seconds.
+type controlPlaneFault struct {
+	name       string
+	stop       func(*controlplane.ControlPlane) error
+	start      func(*controlplane.ControlPlane) error
+	resetsAPIM bool // the apiserver's own counters restart from zero
+}
+
+// TestControlPlaneUnavailableCatchesUp: etcd, or kube-apiserver, is stopped for a few
+// seconds while ADDs arrive on the EventBus, then started again with the same data and
+// ports. The service is not restarted: what it could not handle is held or Nak'ed and
+// redelivered with a growing delay, and once the control plane is back every ReplicaSet is
+// attached, none lost and none written twice. /readyz must report not-ready while the
+// cluster is down (it probes the cluster) and ready again afterwards.
+func TestControlPlaneUnavailableCatchesUp(t *testing.T) {
+	faults := []controlPlaneFault{
+		{name: "etcd", stop: (*controlplane.ControlPlane).StopEtcd,
+			start: func(c *controlplane.ControlPlane) error { return c.RestartEtcd(context.Background()) }},
+		{name: "kube-apiserver", stop: (*controlplane.ControlPlane).StopAPIServer,
+			start: func(c *controlplane.ControlPlane) error { return c.RestartAPIServer(context.Background()) }, resetsAPIM: true},
+	}
+	for _, f := range faults {
+		t.Run(f.name, func(t *testing.T) { testControlPlaneFault(t, f) })
+	}
+}
+
+func testControlPlaneFault(t *testing.T, f controlPlaneFault) {
 	const n, first = 200, 100
 	c := controlplane.Require(t, cp)
 	b := newBus(t)
-	w := newWorkload(t, "etcd-down", n)
+	w := newWorkload(t, f.name+"-down", n)
 	owners := watchOwners(t, w.kc, w.ns)
 	api := newAPIRequests(t)
 	svc := startService(t, b, "--log-level", "warn")
@@ -41,11 +61,11 @@ func TestEtcdUnavailableCatchesUp(t *testing.T) {
 	naks0, err := svc.metric("configmap_attacher_eventbus_messages_total", map[string]string{"result": "nak"})
 	require.NoError(t, err)
 
-	require.NoError(t, c.StopEtcd())
+	require.NoError(t, f.stop(c))
 	restarted := false
 	t.Cleanup(func() {
-		if !restarted { // never leave the package's control plane without etcd
-			_ = c.RestartEtcd(context.Background())
+		if !restarted { // never leave the package's control plane broken
+			_ = f.start(c)
 		}
 	})
 	stopped := time.Now()
@@ -62,14 +82,14 @@ func TestEtcdUnavailableCatchesUp(t *testing.T) {
 		time.Sleep(250 * time.Millisecond)
 	}
 	_, _, whileDown := owners.summary()
-	require.NoError(t, c.RestartEtcd(context.Background()))
+	require.NoError(t, f.start(c))
 	restarted = true
 	down := time.Since(stopped)
 	back := time.Now()
 	naks, err := svc.metric("configmap_attacher_eventbus_messages_total", map[string]string{"result": "nak"})
 	require.NoError(t, err)
-	t.Logf("etcd down %s with %d events published meanwhile; attached while down: %d; Naks: %d; /readyz while down: %v %q",
-		down.Round(time.Millisecond), n-first, whileDown-first, int(naks-naks0), readyCodes, readyBody)
+	t.Logf("%s down %s with %d events published meanwhile; attached while down: %d; Naks: %d; /readyz while down: %v %q",
+		f.name, down.Round(time.Millisecond), n-first, whileDown-first, int(naks-naks0), readyCodes, readyBody)
 
 	controlplane.Eventually(t, 240*time.Second, "every ReplicaSet attached and the stream acked", func() error {
 		if _, err := w.attached(context.Background()); err != nil {
@@ -85,16 +105,19 @@ func TestEtcdUnavailableCatchesUp(t *testing.T) {
 		return nil
 	})
 	once, twice, _ := owners.summary()
-	ok := api.count(t, "PATCH", "configmaps", "200") - ok0
+	ok := api.count(t, "PATCH", "configmaps", "200")
+	if !f.resetsAPIM {
+		ok -= ok0
+	}
 	naks, err = svc.metric("configmap_attacher_eventbus_messages_total", map[string]string{"result": "nak"})
 	require.NoError(t, err)
-	t.Logf("after etcd came back: %d/%d attached %s later, %d written once, %d twice, %d successful PATCHes for the %d new, %d Naks in all",
-		n, n, caughtUp.Round(time.Millisecond), once, twice, ok, n-first, int(naks-naks0))
+	t.Logf("after %s came back: %d/%d attached %s later, %d written once, %d twice, %d successful PATCHes for the %d new, %d Naks in all",
+		f.name, n, n, caughtUp.Round(time.Millisecond), once, twice, ok, n-first, int(naks-naks0))
 	assert.Equal(t, n, once)
 	assert.Zero(t, twice, "none written twice: %v", owners.twiceWritten())
 	assert.Equal(t, n-first, ok, "one successful PATCH per new ConfigMap")
 	assert.Zero(t, owners.deletions(), "nothing deleted")
-	assert.Positive(t, readyCodes[http.StatusServiceUnavailable], "/readyz reported not-ready while etcd was down")
+	assert.Positive(t, readyCodes[http.StatusServiceUnavailable], "/readyz reported not-ready while %s was down", f.name)
 	controlplane.Eventually(t, 60*time.Second, "/readyz to be 200 again", func() error {
 		if code, body := svc.get("/readyz"); code != http.StatusOK {
 			return fmt.Errorf("%d %s", code, clip(body, 200))
