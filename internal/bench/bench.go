@@ -41,6 +41,9 @@ type Config struct {
 	BurstN, BurstWorkers int
 	// ArgoN caps N and BurstN for the paths through the real Argo Events processes.
 	ArgoN int
+	// WatchWorkers, when set, is passed to the watcher path's service as
+	// `serve --watch-workers` (zero: the service's default).
+	WatchWorkers int
 	// ArgoK8sN caps N and BurstN for argo-k8s: its sensor-service's Kubernetes client
 	// runs at client-go's default 5 QPS (not configurable in Argo Events v1.9), about
 	// 2.5 events/s for a GET and a PATCH each, so a large run only measures a longer queue.

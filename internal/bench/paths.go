@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -161,10 +163,14 @@ func (e *env) path(ctx context.Context, name string, rep *Report) error {
 	base := []string{"--watch-namespace", ns}
 	switch name {
 	case "watcher":
-		if svc, err = e.startService(ctx, name, append(base, "--watch")...); err != nil {
+		args := append(base, "--watch")
+		if e.cfg.WatchWorkers > 0 {
+			args = append(args, "--watch-workers", strconv.Itoa(e.cfg.WatchWorkers))
+		}
+		if svc, err = e.startService(ctx, name, args...); err != nil {
 			return err
 		}
-		res.Note = "serve --watch (informer event -> core)"
+		res.Note = "serve " + strings.Join(args[2:], " ") + " (informer event -> core)"
 	case "eventbus":
 		// The source creates the stream the subscription needs.
 		src, err := e.source(ctx, e.nats, ns, "bench-"+name)

@@ -39,6 +39,7 @@ func run() error {
 	flag.IntVar(&cfg.BurstN, "burst", cfg.BurstN, "ReplicaSets per path created as fast as possible (sustained rate)")
 	flag.IntVar(&cfg.BurstWorkers, "burst-workers", cfg.BurstWorkers, "concurrent creators in the burst")
 	flag.IntVar(&cfg.ArgoN, "argo-n", cfg.ArgoN, "cap of -n and -burst for the real Argo Events paths (argo-grpc, argo-k8s)")
+	flag.IntVar(&cfg.WatchWorkers, "watch-workers", cfg.WatchWorkers, "serve --watch-workers for the watcher path (0: not passed, the service's default)")
 	flag.IntVar(&cfg.ArgoK8sN, "argo-k8s-n", cfg.ArgoK8sN, "cap of -n and -burst for argo-k8s (its sensor's client runs at 5 QPS)")
 	flag.StringVar(&cfg.ArgoK8sPatch, "argo-k8s-patch", "application/merge-patch+json", "patchStrategy of the argo-k8s baseline's k8s trigger (or application/strategic-merge-patch+json)")
 	flag.IntVar(&cfg.FloorN, "floor-n", cfg.FloorN, "bare PATCHes for the floor")
