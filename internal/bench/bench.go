@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/configmap-attacher/configmap-attacher/internal/argoevents"
 	"github.com/configmap-attacher/configmap-attacher/internal/controlplane"
 	"github.com/configmap-attacher/configmap-attacher/internal/natsserver"
 )
@@ -198,6 +199,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	for _, p := range cfg.Paths {
 		step("ingress path "+p, func() error { return e.path(ctx, p, rep) })
+	}
+	for _, p := range cfg.Paths {
+		if p != "argo-k8s" {
+			continue
+		}
+		other := argoevents.PatchStrategic
+		if cfg.ArgoK8sPatch == argoevents.PatchStrategic {
+			other = argoevents.PatchMerge
+		}
+		step("argo-k8s semantics with "+other, func() error { return e.k8sSemanticsWith(ctx, other, rep) })
 	}
 	if cfg.LegacyN > 0 {
 		step("baseline: the old one-shot Job", func() error { return e.legacy(ctx, rep) })

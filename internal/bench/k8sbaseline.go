@@ -3,13 +3,20 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/argoproj/argo-events/pkg/apis/events/v1alpha1"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/configmap-attacher/configmap-attacher/internal/argoevents"
+	"github.com/configmap-attacher/configmap-attacher/internal/natsserver"
 )
 
 // K8sSemantics is what the argo-k8s baseline (Argo Events' standard k8s trigger
@@ -143,4 +150,45 @@ func (e *env) k8sSemantics(ctx context.Context, ns string) (*K8sSemantics, error
 	k.WaitedSeconds = time.Since(start).Seconds()
 	e.cfg.Logf("   argo-k8s semantics (%.0fs): %s", k.WaitedSeconds, k.Summary())
 	return k, ctx.Err()
+}
+
+// k8sSemanticsWith starts the argo-k8s pipeline with patchStrategy on a namespace of its
+// own and runs only the four semantics cases (no latency run): the other patch strategy
+// than the measured path's, in the same run.
+func (e *env) k8sSemanticsWith(ctx context.Context, strategy string, rep *Report) error {
+	ns := "bench-argo-k8s-sem"
+	if err := e.ensureNamespace(ctx, ns); err != nil {
+		return err
+	}
+	bus, err := natsserver.Start(ctx, natsserver.Options{})
+	if err != nil {
+		return fmt.Errorf("NATS for Argo Events: %w", err)
+	}
+	defer bus.Stop()
+	sensor, err := argoevents.K8sPatchSensor(strategy)
+	if err != nil {
+		return err
+	}
+	logDir := filepath.Join(e.logDir, "argo-events-k8s-sem")
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return fmt.Errorf("argo events log dir: %w", err)
+	}
+	pipe, err := argoevents.StartPipeline(ctx, argoevents.PipelineOptions{EventBusURL: bus.ClientURL(), Kubeconfig: e.cp.Kubeconfig(),
+		Namespace: ns, Sensors: []*v1alpha1.Sensor{sensor}, LogDir: logDir})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = pipe.Stop() }()
+	k, err := e.k8sSemantics(ctx, ns)
+	if err != nil {
+		return err
+	}
+	rep.K8sOther = &K8sVariant{PatchStrategy: strategy, Semantics: k}
+	return nil
+}
+
+// K8sVariant is the argo-k8s semantics under the other patch strategy.
+type K8sVariant struct {
+	PatchStrategy string        `json:"patchStrategy"`
+	Semantics     *K8sSemantics `json:"semantics"`
 }

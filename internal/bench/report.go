@@ -23,12 +23,14 @@ type Report struct {
 	Floor     *FloorResult  `json:"floor,omitempty"`
 	Paths     []*PathResult `json:"paths,omitempty"`
 	Legacy    *LegacyResult `json:"legacy,omitempty"`
-	GC        *GCResult     `json:"gc,omitempty"`
-	Memory    []*MemPoint   `json:"memory,omitempty"`
-	Errors    []string      `json:"errors,omitempty"`
-	Rows      []Row         `json:"rows"`
-	LogDir    string        `json:"logDir"`
-	JSONPath  string        `json:"-"`
+	// K8sOther: the argo-k8s semantics cases under the other patch strategy.
+	K8sOther *K8sVariant `json:"k8sOtherStrategy,omitempty"`
+	GC       *GCResult   `json:"gc,omitempty"`
+	Memory   []*MemPoint `json:"memory,omitempty"`
+	Errors   []string    `json:"errors,omitempty"`
+	Rows     []Row       `json:"rows"`
+	LogDir   string      `json:"logDir"`
+	JSONPath string      `json:"-"`
 }
 
 // Row is one line of the table: a figure next to its same-run baseline and target.
@@ -100,6 +102,10 @@ func (r *Report) build() {
 			floorCost(r.Floor), "<= 1 write, 0 GET", yesNo(c.WritesPerEvent <= 1.0001 && c.GetsPerEvent < 0.01))
 		if k := p.Semantics; k != nil {
 			add(fmt.Sprintf("%s: semantics (%s), observed", p.Name, shortPatch(p.PatchStrategy)), k.Summary(),
+				"serve: adds, opt-in label required, missing reported, gone RS refused (rules 2-4)", "-", "")
+		}
+		if k := r.K8sOther; k != nil && p.Name == "argo-k8s" {
+			add(fmt.Sprintf("%s: semantics (%s), observed", p.Name, shortPatch(k.PatchStrategy)), k.Semantics.Summary(),
 				"serve: adds, opt-in label required, missing reported, gone RS refused (rules 2-4)", "-", "")
 		}
 		if rp := p.Replay; rp != nil {
