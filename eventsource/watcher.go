@@ -56,6 +56,9 @@ type Watcher struct {
 	handled int64
 }
 
+// DefaultWatcherWorkers is WatcherOptions.Workers' default.
+const DefaultWatcherWorkers = 4
+
 // NewWatcher returns a Watcher over inf (a ReplicaSet informer, typically
 // cache.Cache.ReplicaSetInformer) feeding attacher. Errors: a nil argument, or a spec
 // that fails core.ParseSpec (ErrInvalid).
@@ -71,7 +74,7 @@ func NewWatcher(inf toolscache.SharedIndexInformer, attacher Attacher, opts Watc
 		return nil, core.Invalidf("operation", "the watcher only attaches")
 	}
 	if opts.Workers <= 0 {
-		opts.Workers = 4
+		opts.Workers = DefaultWatcherWorkers
 	}
 	if opts.Resync == 0 {
 		opts.Resync = 10 * time.Minute

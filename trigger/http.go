@@ -98,7 +98,7 @@ func (s *HTTPServer) Handler() http.Handler {
 		case s.stopping.Load():
 			plain(w, http.StatusServiceUnavailable, "shutting down")
 		case !s.svc.Ready():
-			plain(w, http.StatusServiceUnavailable, withDetail("caches not synced", s.svc.ReadyDetail()))
+			plain(w, http.StatusServiceUnavailable, withDetail("not ready", s.svc.ReadyDetail()))
 		default:
 			plain(w, http.StatusOK, withDetail("ok", s.svc.ReadyDetail()))
 		}

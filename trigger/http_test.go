@@ -195,7 +195,7 @@ func TestHTTPNotReady(t *testing.T) {
 	ts := newHTTP(t, f, HTTPOptions{})
 	a := do(t, mustReq(t, http.MethodGet, ts.URL+"/readyz"))
 	assert.Equal(t, 503, a.status)
-	assert.Contains(t, a.raw, "not synced")
+	assert.Contains(t, a.raw, "not ready")
 	assert.Equal(t, 200, do(t, mustReq(t, http.MethodGet, ts.URL+"/healthz")).status)
 }
 

@@ -23,7 +23,7 @@ func (s *Service) SetSweeper(sweep SweepFunc, after AfterAttachFunc) {
 // in (or the spec's namespace) in the event's cluster.
 func (s *Service) gc(ctx context.Context, cluster, namespace string, dryRun bool, resp *Response) error {
 	if s.sweep == nil {
-		err := fmt.Errorf("%w: operation %q needs the orphan sweeper (serve with a single cluster)", ErrUnsupported, "gc")
+		err := fmt.Errorf("%w: operation %q needs the orphan sweeper (configmap-attacher serve runs one per cluster)", ErrUnsupported, "gc")
 		resp.Message = err.Error()
 		return err
 	}

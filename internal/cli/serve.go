@@ -45,6 +45,7 @@ type ServeOptions struct {
 	// Other ingress paths and the periodic sweep (server.Ingress).
 	Watch            bool
 	WatchResync      time.Duration
+	WatchWorkers     int
 	EventBus         EventBusFlags
 	EventBusStream   string
 	EventBusDurable  string
@@ -68,7 +69,7 @@ func DefaultServeOptions() ServeOptions {
 		ExecuteTimeout: trigger.DefaultExecuteTimeout, ShutdownTimeout: 30 * time.Second,
 		MaxBodyBytes: eventsource.MaxPayloadBytes, LogLevel: "info", LogFormat: "text",
 		ClusterProbeInterval: cluster.DefaultProbeInterval,
-		WatchResync:          10 * time.Minute, EventBusStream: sensor.DefaultStream, EventBusDurable: sensor.DefaultDurable,
+		WatchResync:          10 * time.Minute, WatchWorkers: eventsource.DefaultWatcherWorkers, EventBusStream: sensor.DefaultStream, EventBusDurable: sensor.DefaultDurable,
 		EventBusInFlight: 16, GCMinAge: gc.DefaultMinAge, GCKeep: gc.DefaultKeep}
 }
 
@@ -97,21 +98,22 @@ func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.AllContexts, "all-contexts", o.AllContexts, "serve every context of the kubeconfig, each a cluster named after it")
 	fs.StringVar(&o.ArgoCDNamespace, "argocd-clusters", o.ArgoCDNamespace, "also serve the clusters of the Argo CD cluster Secrets in this namespace of the default cluster, watched live")
 	fs.StringVar(&o.DefaultCluster, "default-cluster", o.DefaultCluster, "cluster for events that name none (default: the first --cluster, or --cluster-name)")
-	fs.DurationVar(&o.ClusterProbeInterval, "cluster-probe-interval", o.ClusterProbeInterval, "how often each cluster's /readyz is probed (with several clusters)")
-	fs.BoolVar(&o.Watch, "watch", o.Watch, "also watch ReplicaSets directly (for clusters without Argo Events); level-triggered, with --watch-resync")
+	fs.DurationVar(&o.ClusterProbeInterval, "cluster-probe-interval", o.ClusterProbeInterval, "how often each served cluster's apiserver /readyz is probed; while it fails serve is not ready and answers that cluster's events with retry-later")
+	fs.BoolVar(&o.Watch, "watch", o.Watch, "also watch ReplicaSets directly, in every served cluster (for clusters without Argo Events); level-triggered, with --watch-resync")
 	fs.DurationVar(&o.WatchResync, "watch-resync", o.WatchResync, "with --watch: how often every ReplicaSet is checked again (repairs anything missed)")
+	fs.IntVar(&o.WatchWorkers, "watch-workers", o.WatchWorkers, "with --watch: ReplicaSets handled at once per cluster")
 	o.EventBus.AddFlags(fs)
 	fs.StringVar(&o.EventBusStream, "eventbus-stream", o.EventBusStream, "EventBus JetStream stream (Argo Events: default)")
 	fs.StringVar(&o.EventBusDurable, "eventbus-durable", o.EventBusDurable, "durable consumer shared by every replica (they split the events)")
 	fs.StringVar(&o.EventSourceName, "eventbus-event-source", o.EventSourceName, "only events of this EventSource (subject default.<name>.*; default: any)")
 	fs.StringVar(&o.EventName, "eventbus-event-name", o.EventName, "only events of this event name (default: any)")
 	fs.IntVar(&o.EventBusInFlight, "eventbus-max-in-flight", o.EventBusInFlight, "EventBus messages handled at once")
-	fs.DurationVar(&o.GCInterval, "gc-interval", o.GCInterval, "run the orphan sweep this often (0: off; e.g. 10m)")
+	fs.DurationVar(&o.GCInterval, "gc-interval", o.GCInterval, "run the orphan sweep of every served cluster this often (0: off; e.g. 10m)")
 	fs.DurationVar(&o.GCMinAge, "gc-min-age", o.GCMinAge, "grace period: never collect a revision younger than this")
 	fs.IntVar(&o.GCKeep, "gc-keep", o.GCKeep, "keep the newest N unreferenced revisions of each family")
 	fs.BoolVar(&o.GCDryRun, "gc-dry-run", o.GCDryRun, "sweep without deleting (log what would go)")
-	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "elect one sweeper among the replicas on a Lease (use with replicas > 1)")
-	fs.StringVar(&o.LeaseNamespace, "leader-elect-namespace", o.LeaseNamespace, "namespace of the leader-election Lease (default: the pod's namespace)")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "elect one sweeper among the replicas, per cluster, on a Lease in the default cluster (use with replicas > 1)")
+	fs.StringVar(&o.LeaseNamespace, "leader-elect-namespace", o.LeaseNamespace, "namespace of the leader-election Leases (default: the pod's namespace)")
 	o.Security.AddFlags(fs)
 }
 
@@ -121,7 +123,10 @@ func (o *ServeOptions) Ingress() (server.Ingress, error) {
 	if o.WatchResync <= 0 {
 		return in, usagef("--watch-resync must be positive")
 	}
-	in.Watch, in.WatchResync = o.Watch, o.WatchResync
+	if o.WatchWorkers < 1 {
+		return in, usagef("--watch-workers must be at least 1")
+	}
+	in.Watch, in.WatchResync, in.WatchWorkers = o.Watch, o.WatchResync, o.WatchWorkers
 	if o.EventBus.URL != "" {
 		conn, err := o.EventBus.Conn()
 		if err != nil {
@@ -186,7 +191,7 @@ func (o *ServeOptions) ServerOptions() server.Options {
 	return server.Options{GRPCAddr: o.GRPCAddr, HTTPAddr: o.HTTPAddr, TLSCertFile: o.TLSCertFile, TLSKeyFile: o.TLSKeyFile,
 		ClusterName: o.ClusterName, Namespace: o.Namespace, MaxInFlight: o.MaxInFlight, ExecuteTimeout: o.ExecuteTimeout,
 		MaxBodyBytes: o.MaxBodyBytes, ShutdownTimeout: o.ShutdownTimeout, AllowSecrets: o.AllowSecrets,
-		BlockOwnerDeletion: o.BlockOwnerDeletion}
+		BlockOwnerDeletion: o.BlockOwnerDeletion, ProbeInterval: o.ClusterProbeInterval}
 }
 
 // Run serves until ctx ends (SIGINT/SIGTERM), then shuts down gracefully.

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/controlplane"
 )
@@ -21,4 +22,9 @@ func ForTestKubeconfig(t *testing.T) string { return mergedKubeconfig(t) }
 func ForTestFixture(t *testing.T, cp *controlplane.ControlPlane, ns, rs, cm string) (*appsv1.ReplicaSet, func(*testing.T) []string) {
 	f := makeFixture(t, cp, ns, rs, cm)
 	return f.rs, f.owners
+}
+
+// ForTestArgoCDSecret returns an Argo CD cluster Secret (namespace argocd) for cp named clusterName.
+func ForTestArgoCDSecret(name, clusterName string, cp *controlplane.ControlPlane) *corev1.Secret {
+	return argoCDSecret(name, clusterName, cp)
 }

@@ -85,6 +85,9 @@ type Cluster struct {
 	Reader core.Reader
 	// Attacher is the cluster's core.
 	Attacher *core.Attacher
+	// Caches are the cluster's informer caches behind Reader: one for all namespaces, or
+	// one per namespace of Spec.Namespaces (for per-cluster watchers).
+	Caches []*cache.Cache
 }
 
 // Name returns the cluster's name.
@@ -129,6 +132,8 @@ type Registry struct {
 	running  atomic.Bool
 	argoSync atomic.Pointer[toolscache.InformerSynced]
 	defName  string
+	// perCluster is Options.PerCluster or what SetPerCluster set.
+	perCluster func(ctx context.Context, c *Cluster) error
 }
 
 type member struct {
@@ -136,6 +141,7 @@ type member struct {
 	secret       string // Argo CD Secret namespace/name, "" for static clusters
 	fingerprint  string
 	caches       []*cache.Cache
+	stopRecorder func()
 	cancel       context.CancelFunc
 	done         chan struct{}
 	healthMu     sync.Mutex
@@ -163,7 +169,7 @@ func New(opts Options) (*Registry, error) {
 		log = slog.Default()
 	}
 	r := &Registry{opts: opts, log: log.With("component", "clusters"), members: map[string]*member{},
-		secrets: map[string]string{}, invalid: map[string]Status{}}
+		secrets: map[string]string{}, invalid: map[string]Status{}, perCluster: opts.PerCluster}
 	for _, sp := range opts.Clusters {
 		if err := ValidateName(sp.Name); err != nil {
 			return nil, fmt.Errorf("cluster: %w", err)
@@ -210,17 +216,32 @@ func (r *Registry) newMember(sp Spec) (*member, error) {
 		m.caches = append(m.caches, c)
 		byNS[ns] = c
 	}
+	m.c.Caches = m.caches
 	m.c.Reader = m.caches[0]
 	if len(m.caches) > 1 {
 		m.c.Reader = nsReader{byNS: byNS, live: core.LiveReader{Client: clients.Kube, Dynamic: clients.Dynamic, Metadata: clients.Metadata}}
 	}
-	recorder, _ := kube.NewBroadcastRecorder(clients.Kube)
+	recorder, stopRecorder := kube.NewBroadcastRecorder(clients.Kube)
 	m.c.Attacher, err = core.NewAttacher(core.Config{Cluster: sp.Name, Client: clients.Kube, Reader: m.c.Reader, Recorder: recorder,
 		AllowSecrets: r.opts.AllowSecrets, BlockOwnerDeletion: r.opts.BlockOwnerDeletion, Namespaces: r.opts.Namespaces, Logger: r.log})
 	if err != nil {
+		stopRecorder()
 		return nil, fmt.Errorf("cluster %q: %w", sp.Name, err)
 	}
+	m.stopRecorder = stopRecorder
 	return m, nil
+}
+
+// SetPerCluster sets the per-cluster work (see Options.PerCluster), replacing the one of
+// Options. Call it before Run; it returns an error once Run has begun.
+func (r *Registry) SetPerCluster(fn func(ctx context.Context, c *Cluster) error) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.running.Load() {
+		return errors.New("cluster: SetPerCluster after Run")
+	}
+	r.perCluster = fn
+	return nil
 }
 
 // DefaultName returns the name of the default cluster.
@@ -324,6 +345,11 @@ func (r *Registry) Run(ctx context.Context) error {
 	}
 	<-ctx.Done()
 	r.wg.Wait()
+	r.mu.Lock()
+	for _, m := range r.members {
+		m.stopRecorder()
+	}
+	r.mu.Unlock()
 	r.log.Info("stopped")
 	return nil
 }
@@ -349,12 +375,12 @@ func (r *Registry) startLocked(m *member) {
 		defer wg.Done()
 		r.probeLoop(ctx, m)
 	}()
-	if r.opts.PerCluster != nil {
+	if fn := r.perCluster; fn != nil {
 		c := m.c
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := r.opts.PerCluster(ctx, &c); err != nil && ctx.Err() == nil {
+			if err := fn(ctx, &c); err != nil && ctx.Err() == nil {
 				log.Error("per-cluster work failed", "error", err)
 			}
 		}()
@@ -622,5 +648,6 @@ func (r *Registry) stop(m *member) {
 	}
 	m.cancel()
 	<-m.done
+	m.stopRecorder() // its Events are flushed; the cluster's clients are no longer used
 	r.log.Info("cluster unregistered", "cluster", m.c.Spec.Name, "origin", m.c.Spec.Origin)
 }

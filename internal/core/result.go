@@ -79,16 +79,7 @@ func (r *Result) Writes() int { return r.Counts()[OutcomeAttached] }
 
 // Summary is a one-line account, e.g. "ReplicaSet shop/web-7d9: 1 attached, 2 already-attached".
 func (r *Result) Summary() string {
-	c := r.Counts()
-	keys := make([]string, 0, len(c))
-	for k := range c {
-		keys = append(keys, string(k))
-	}
-	sort.Strings(keys)
-	parts := make([]string, 0, len(keys))
-	for _, k := range keys {
-		parts = append(parts, fmt.Sprintf("%d %s", c[Outcome(k)], k))
-	}
+	counts := JoinCounts(r.Counts())
 	s := fmt.Sprintf("ReplicaSet %s/%s", r.Namespace, r.ReplicaSet)
 	if r.Cluster != "" {
 		s = r.Cluster + ": " + s
@@ -96,8 +87,25 @@ func (r *Result) Summary() string {
 	switch {
 	case r.Skipped != "":
 		return s + ": skipped (" + r.Skipped + ")"
-	case len(parts) == 0:
+	case counts == "":
 		return s + ": no config objects referenced"
 	}
-	return s + ": " + strings.Join(parts, ", ")
+	return s + ": " + counts
+}
+
+// JoinCounts formats outcome counts as one line sorted by outcome, e.g.
+// "1 attached, 2 already-attached"; zero counts are left out and no counts give "".
+func JoinCounts[K ~string](counts map[K]int) string {
+	keys := make([]string, 0, len(counts))
+	for k, n := range counts {
+		if n > 0 {
+			keys = append(keys, string(k))
+		}
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%d %s", counts[K(k)], k))
+	}
+	return strings.Join(parts, ", ")
 }

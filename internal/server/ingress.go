@@ -2,15 +2,18 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sort"
-	"strings"
+	"hash/fnv"
+	"log/slog"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/configmap-attacher/configmap-attacher/eventsource"
+	"github.com/configmap-attacher/configmap-attacher/internal/cluster"
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/gc"
 	"github.com/configmap-attacher/configmap-attacher/internal/kube"
@@ -20,17 +23,22 @@ import (
 
 // Ingress configures what runs next to the gRPC trigger and the HTTP receiver: the
 // built-in ReplicaSet watcher, the direct EventBus subscription and the periodic orphan
-// sweep. The zero value runs none of them.
+// sweep. The zero value runs none of them. With several clusters the watcher and the
+// sweeper run for every registered cluster (also those added later, e.g. by an Argo CD
+// cluster Secret) and stop when a cluster is removed.
 type Ingress struct {
-	// Watch runs the built-in ReplicaSet watcher (single-cluster mode only).
+	// Watch runs the built-in ReplicaSet watcher, in every cluster.
 	Watch bool
 	// WatchResync is the watcher's full resync period (eventsource.WatcherOptions.Resync).
 	WatchResync time.Duration
+	// WatchWorkers is how many ReplicaSets each watcher handles at once
+	// (eventsource.WatcherOptions.Workers; zero means its default).
+	WatchWorkers int
 	// EventBus, when set, subscribes to the Argo Events EventBus; events are routed
 	// through the server's clusters.
 	EventBus *sensor.Options
-	// GC configures the orphan sweeper (single-cluster mode only): trigger events with
-	// `operation: gc` use it; with a positive Interval it also sweeps periodically and
+	// GC configures the orphan sweepers, one per cluster: trigger events with
+	// `operation: gc` use them; with a positive Interval they also sweep periodically and
 	// after attaches. Nil means defaults and no periodic sweep.
 	GC *GCOptions
 }
@@ -41,38 +49,37 @@ type GCOptions struct {
 	Interval time.Duration
 	// Options are the planner's MinAge and Keep.
 	Options gc.Options
-	// LeaseNamespace, when set, elects one sweeper among the replicas on a Lease there.
+	// LeaseNamespace, when set, elects one sweeper among the replicas, per cluster, on a
+	// Lease in this namespace of the default cluster (see LeaseName).
 	LeaseNamespace string
 	// DryRun logs what each sweep would delete and deletes nothing.
 	DryRun bool
 }
 
+// LeaseName is the name of the Lease the sweepers of cluster name elect their leader on:
+// gc.DefaultLeaseName for the default cluster (as with one cluster), else
+// gc.DefaultLeaseName + "-" + name when that is a valid object name (RFC 1123
+// subdomain, the rule for Lease names), else + "-" + a hash of name.
+func LeaseName(name string, isDefault bool) string {
+	if isDefault {
+		return gc.DefaultLeaseName
+	}
+	n := gc.DefaultLeaseName + "-" + name
+	if len(validation.IsDNS1123Subdomain(n)) == 0 {
+		return n
+	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(name))
+	return fmt.Sprintf("%s-%016x", gc.DefaultLeaseName, h.Sum64())
+}
+
 // RunWith runs the server (Run) and the ingress paths in to it until ctx ends or one of
-// them fails, then shuts all down. Errors: an ingress that cannot be built (bad options,
-// ErrInvalid), or the first component failure.
+// them fails, then shuts all down. Per-cluster work (watcher, sweeper) starts once that
+// cluster's caches are in sync; its failure is logged and does not stop the others.
+// Errors: an ingress that cannot be built (bad options, ErrInvalid), or the first
+// component failure.
 func (s *Server) RunWith(ctx context.Context, in Ingress) error {
 	var runners []func(context.Context) error
-	if in.Watch || (in.GC != nil && in.GC.Interval > 0) {
-		if s.opts.Clusters != nil {
-			return core.Invalidf("watch", "the built-in watcher and the periodic sweep serve one cluster; with several clusters use the EventBus subscription and `configmap-attacher gc`")
-		}
-	}
-	var att *core.Attacher
-	if s.cache != nil {
-		var err error
-		att, err = s.clusterAttacher()
-		if err != nil {
-			return err
-		}
-	}
-	if in.Watch {
-		w, err := eventsource.NewWatcher(s.cache.ReplicaSetInformer(), att, eventsource.WatcherOptions{
-			Cluster: s.opts.ClusterName, Resync: in.WatchResync, Logger: s.log})
-		if err != nil {
-			return err
-		}
-		runners = append(runners, w.Run)
-	}
 	if in.EventBus != nil {
 		o := *in.EventBus
 		if o.Logger == nil {
@@ -81,41 +88,78 @@ func (s *Server) RunWith(ctx context.Context, in Ingress) error {
 		if o.Registerer == nil {
 			o.Registerer = s.svc.Metrics().Registry
 		}
-		routes, err := s.routes()
-		if err != nil {
-			return err
-		}
-		sub, err := sensor.NewSubscriber(o, routes)
+		sub, err := sensor.NewSubscriber(o, s.reg)
 		if err != nil {
 			return err
 		}
 		runners = append(runners, sub.Run)
 	}
-	if att != nil {
-		// The sweeper serves trigger events with `operation: gc` always, and runs
-		// periodically (and after attaches) only when GC is configured.
-		gco := GCOptions{Options: gc.DefaultOptions()}
-		if in.GC != nil {
-			gco = *in.GC
-		}
-		sw, err := s.sweeper(att, gco)
+	// The sweepers serve trigger events with `operation: gc` always, and run
+	// periodically (and after attaches) only when GC is configured.
+	gco := GCOptions{Options: gc.DefaultOptions()}
+	if in.GC != nil {
+		gco = *in.GC
+	}
+	metrics, err := gc.NewMetrics(s.svc.Metrics().Registry)
+	if err != nil {
+		return fmt.Errorf("gc metrics: %w", err)
+	}
+	sweepers := &sweepers{reg: s.reg, by: map[string]*gc.Sweeper{}}
+	var after trigger.AfterAttachFunc
+	if gco.Interval > 0 {
+		after = sweepers.trigger
+	}
+	s.svc.SetSweeper(sweepers.sweep, after)
+	var leaseClient kubernetes.Interface
+	if gco.LeaseNamespace != "" {
+		def, err := s.reg.Cluster("")
 		if err != nil {
 			return err
 		}
-		var after trigger.AfterAttachFunc
-		if gco.Interval > 0 {
-			after = func(_, ns string) { sw.Trigger(ns) }
-			runners = append(runners, sw.Run)
+		leaseClient = def.Clients.Kube
+	}
+	perCluster := func(ctx context.Context, c *cluster.Cluster) error {
+		log := s.log.With("cluster", c.Name())
+		for _, ch := range c.Caches {
+			if err := ch.WaitForSync(ctx); err != nil {
+				return nil // removed or shutting down before sync
+			}
 		}
-		s.svc.SetSweeper(sweepFunc(sw), after)
+		g, gctx := errgroup.WithContext(ctx)
+		if in.Watch {
+			for _, ch := range c.Caches {
+				w, err := eventsource.NewWatcher(ch.ReplicaSetInformer(), c.Attacher, eventsource.WatcherOptions{
+					Cluster: c.Name(), Resync: in.WatchResync, Workers: in.WatchWorkers, Logger: log})
+				if err != nil {
+					return err
+				}
+				g.Go(func() error { return w.Run(gctx) })
+			}
+		}
+		sw, err := s.sweeper(c, gco, metrics, leaseClient, log)
+		if err != nil {
+			return err
+		}
+		sweepers.set(c.Name(), sw)
+		defer sweepers.remove(c.Name(), sw)
+		if gco.Interval > 0 {
+			g.Go(func() error { return sw.Run(gctx) })
+		}
+		// The sweeper serves `operation: gc` until the cluster is removed or serve stops.
+		g.Go(func() error { <-gctx.Done(); return nil })
+		return g.Wait()
+	}
+	if err := s.reg.SetPerCluster(perCluster); err != nil {
+		return err
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return s.Run(gctx) })
 	for _, r := range runners {
 		g.Go(func() error {
-			// Ingress paths start once the caches are in sync, so their first reads hit.
-			if s.cache != nil {
-				if err := s.cache.WaitForSync(gctx); err != nil {
+			// Ingress paths start once the default cluster's caches are in sync, so their
+			// first reads hit.
+			if c := s.Cache(); c != nil {
+				if err := c.WaitForSync(gctx); err != nil {
 					return nil
 				}
 			}
@@ -125,75 +169,88 @@ func (s *Server) RunWith(ctx context.Context, in Ingress) error {
 	return g.Wait()
 }
 
-// sweepFunc adapts a Sweeper to the trigger's `operation: gc`.
-func sweepFunc(sw *gc.Sweeper) trigger.SweepFunc {
-	return func(ctx context.Context, _ string, ns string, dryRun bool) (any, string, error) {
-		run := sw.SweepNamespace
-		if dryRun {
-			run = sw.SweepNamespaceDryRun
-		}
-		rep, err := run(ctx, ns)
-		if rep == nil {
-			return nil, "", err
-		}
-		counts := map[gc.Outcome]int{}
-		for _, r := range rep.Results {
-			counts[r.Outcome]++
-		}
-		keys := make([]string, 0, len(counts))
-		for o := range counts {
-			keys = append(keys, string(o))
-		}
-		sort.Strings(keys)
-		parts := make([]string, 0, len(keys))
-		for _, k := range keys {
-			parts = append(parts, fmt.Sprintf("%d %s", counts[gc.Outcome(k)], k))
-		}
-		summary := fmt.Sprintf("gc %s: %s", ns, strings.Join(parts, ", "))
-		if len(parts) == 0 {
-			summary = fmt.Sprintf("gc %s: no revisions", ns)
-		}
-		return rep, summary, err
+// sweepers holds the orphan sweeper of every cluster that has one running, for
+// `operation: gc` events and the sweep after an attach.
+type sweepers struct {
+	reg *cluster.Registry
+	mu  sync.Mutex
+	by  map[string]*gc.Sweeper
+}
+
+func (s *sweepers) set(name string, sw *gc.Sweeper) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.by[name] = sw
+}
+
+// remove forgets sw unless another sweeper has replaced it (a re-registered cluster).
+func (s *sweepers) remove(name string, sw *gc.Sweeper) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.by[name] == sw {
+		delete(s.by, name)
 	}
 }
 
-// routes is where the EventBus subscription sends events: the registry, or this
-// server's single cluster.
-func (s *Server) routes() (sensor.Clusters, error) {
-	if s.opts.Clusters != nil {
-		return s.opts.Clusters, nil
-	}
-	att, err := s.clusterAttacher()
+// get returns the sweeper of cluster name ("" is the default). Errors: an unknown
+// cluster (core.ErrInvalid), a cluster whose caches have not synced yet
+// (core.ErrUnavailable).
+func (s *sweepers) get(name string) (*gc.Sweeper, error) {
+	c, err := s.reg.Cluster(name)
 	if err != nil {
 		return nil, err
 	}
-	return trigger.NewSingleCluster(s.opts.ClusterName, att)
-}
-
-// clusterAttacher returns the one Attacher every single-cluster ingress path shares, so
-// that work on one object is serialised across paths.
-func (s *Server) clusterAttacher() (*core.Attacher, error) {
-	if s.att == nil {
-		return nil, errors.New("server: no single-cluster Attacher (multi-cluster mode)")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sw, ok := s.by[c.Name()]
+	if !ok {
+		return nil, fmt.Errorf("cluster %q: %w: its orphan sweeper has not started (caches not synced)", c.Name(), core.ErrUnavailable)
 	}
-	return s.att, nil
+	return sw, nil
 }
 
-func (s *Server) sweeper(att *core.Attacher, o GCOptions) (*gc.Sweeper, error) {
-	metrics, err := gc.NewMetrics(s.svc.Metrics().Registry)
+// trigger implements trigger.AfterAttachFunc: schedule a sweep of the namespace.
+func (s *sweepers) trigger(name, ns string) {
+	if sw, err := s.get(name); err == nil {
+		sw.Trigger(ns)
+	}
+}
+
+// sweep implements the trigger's `operation: gc` in the event's cluster.
+func (s *sweepers) sweep(ctx context.Context, name, ns string, dryRun bool) (any, string, error) {
+	sw, err := s.get(name)
 	if err != nil {
-		return nil, fmt.Errorf("gc metrics: %w", err)
+		return nil, "", err
 	}
-	recorder, stopRecorder := kube.NewBroadcastRecorder(s.clients.Kube)
-	cfg := gc.Config{Cluster: s.opts.ClusterName, Client: s.clients.Kube, Attacher: att, AllowSecrets: s.opts.AllowSecrets,
-		Source:   gc.LiveSource{Client: s.clients.Kube, Dynamic: s.clients.Dynamic, Metadata: s.clients.Metadata, IncludeSecrets: s.opts.AllowSecrets},
-		Recorder: recorder, Metrics: metrics, Logger: s.log, Options: o.Options, Interval: o.Interval, DryRun: o.DryRun}
-	if s.opts.Namespace != "" {
+	run := sw.SweepNamespace
+	if dryRun {
+		run = sw.SweepNamespaceDryRun
+	}
+	rep, err := run(ctx, ns)
+	if rep == nil {
+		return nil, "", err
+	}
+	return rep, fmt.Sprintf("gc %s: %s", ns, rep.Summary()), err
+}
+
+// sweeper builds cluster c's orphan sweeper. The Lease (with leader election) lives in
+// the default cluster, named LeaseName.
+func (s *Server) sweeper(c *cluster.Cluster, o GCOptions, metrics *gc.Metrics, leaseClient kubernetes.Interface, log *slog.Logger) (*gc.Sweeper, error) {
+	recorder, stopRecorder := kube.NewBroadcastRecorder(c.Clients.Kube)
+	cl := c.Clients
+	cfg := gc.Config{Cluster: c.Name(), Client: cl.Kube, Attacher: c.Attacher, AllowSecrets: s.opts.AllowSecrets,
+		Source:   gc.LiveSource{Client: cl.Kube, Dynamic: cl.Dynamic, Metadata: cl.Metadata, IncludeSecrets: s.opts.AllowSecrets},
+		Recorder: recorder, Metrics: metrics, Logger: log, Options: o.Options, Interval: o.Interval, DryRun: o.DryRun}
+	switch {
+	case len(c.Spec.Namespaces) > 0:
+		cfg.Namespaces = c.Spec.Namespaces
+	case s.opts.Namespace != "":
 		// A namespaced install (Role, not ClusterRole) may only list its own namespace.
 		cfg.Namespaces = []string{s.opts.Namespace}
 	}
 	if o.LeaseNamespace != "" {
-		cfg.LeaderElection = &gc.LeaderElection{Client: s.clients.Kube, Namespace: o.LeaseNamespace}
+		cfg.LeaderElection = &gc.LeaderElection{Client: leaseClient, Namespace: o.LeaseNamespace,
+			Name: LeaseName(c.Name(), c.Name() == s.reg.DefaultName())}
 	}
 	sw, err := gc.NewSweeper(cfg)
 	if err != nil {

@@ -13,13 +13,12 @@ import (
 	"net"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/client-go/rest"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/cache"
+	"github.com/configmap-attacher/configmap-attacher/internal/cluster"
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
-	"github.com/configmap-attacher/configmap-attacher/internal/kube"
 	"github.com/configmap-attacher/configmap-attacher/trigger"
 )
 
@@ -55,23 +54,17 @@ type Options struct {
 	PublicMetrics bool
 	// Namespaces restricts the namespaces events may act in (core.Config.Namespaces).
 	Namespaces core.NamespacePolicy
+	// ProbeInterval paces the health probe of the served cluster(s) (GET /readyz of each
+	// apiserver; cluster.DefaultProbeInterval). While a probe fails the service is not
+	// ready and events for that cluster are answered "unavailable, retry".
+	ProbeInterval time.Duration
 	// Logger receives logs; nil means slog.Default().
 	Logger *slog.Logger
-	// Clusters, when set, serves several clusters (package cluster's Registry): New then
-	// builds no clients or cache of its own (its rest.Config may be nil), Run runs the
-	// registry, and readiness and /readyz come from it.
-	Clusters Clusters
-}
-
-// Clusters is a multi-cluster registry as the server runs it (cluster.Registry).
-type Clusters interface {
-	trigger.Clusters
-	// Run runs every cluster's caches and health until ctx ends.
-	Run(ctx context.Context) error
-	// Readiness reports whether the service is ready and one line per cluster.
-	Readiness() (bool, string)
-	// Collector exports per-cluster metrics.
-	Collector() prometheus.Collector
+	// Clusters, when set, serves several clusters: New builds no registry of its own
+	// (its rest.Config may be nil; the cluster options above other than the listeners'
+	// are the registry's). Without it New serves the one cluster of its rest.Config
+	// through a registry of one, named ClusterName.
+	Clusters *cluster.Registry
 }
 
 // Defaults of Options.
@@ -80,23 +73,21 @@ const (
 	DefaultHTTPAddr = ":8080"
 )
 
-// Server is one configmap-attacher service for one cluster. Create it with New (which
-// binds the listeners), then Run it.
+// Server is one configmap-attacher service for one or several clusters. Create it with
+// New (which binds the listeners), then Run or RunWith it.
 type Server struct {
-	opts    Options
-	log     *slog.Logger
-	clients *kube.Clients
-	cache   *cache.Cache
-	svc     *trigger.Service
-	// att is the single cluster's Attacher, shared by every ingress path (nil with Clusters).
-	att  *core.Attacher
+	opts Options
+	log  *slog.Logger
+	reg  *cluster.Registry
+	svc  *trigger.Service
 	grpc *trigger.GRPCServer
 	http *trigger.HTTPServer
 }
 
-// New builds the clients from cfg, the cache, the core and both servers, and binds the
-// listeners so that addresses are known and port conflicts fail here. Errors: bad TLS
-// files, listen failures, client construction failures.
+// New builds the cluster registry (one cluster from cfg, or o.Clusters), the trigger
+// service and both servers, and binds the listeners so that addresses are known and
+// port conflicts fail here. Nothing is contacted until Run. Errors: bad TLS files,
+// listen failures, client construction failures.
 func New(cfg *rest.Config, o Options) (*Server, error) {
 	if cfg == nil && o.Clusters == nil {
 		return nil, errors.New("server: nil rest.Config")
@@ -121,52 +112,27 @@ func New(cfg *rest.Config, o Options) (*Server, error) {
 	if tlsCfg, err = trigger.WithClientCA(tlsCfg, o.TLSClientCAFile); err != nil {
 		return nil, err
 	}
-	if o.Clusters != nil {
-		return newMulti(o, log, tlsCfg)
+	reg := o.Clusters
+	if reg == nil {
+		reg, err = cluster.New(cluster.Options{
+			Clusters:  []cluster.Spec{{Name: o.ClusterName, Source: cluster.SourceHome, Origin: "--kubeconfig/--context", Config: cfg}},
+			Namespace: o.Namespace, AllowSecrets: o.AllowSecrets, BlockOwnerDeletion: o.BlockOwnerDeletion,
+			Namespaces: o.Namespaces, ProbeInterval: o.ProbeInterval, Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
 	}
-	clients, err := kube.NewClients(cfg)
-	if err != nil {
-		return nil, err
-	}
-	c, err := cache.New(clients, cache.Options{Namespace: o.Namespace, Secrets: o.AllowSecrets, Logger: log})
-	if err != nil {
-		return nil, err
-	}
-	recorder, _ := kube.NewBroadcastRecorder(clients.Kube) // lives as long as the process
-	a, err := core.NewAttacher(core.Config{Cluster: o.ClusterName, Client: clients.Kube, Reader: c, Recorder: recorder,
-		BlockOwnerDeletion: o.BlockOwnerDeletion, AllowSecrets: o.AllowSecrets, Namespaces: o.Namespaces, Logger: log})
-	if err != nil {
-		return nil, err
-	}
-	clusters, err := trigger.NewSingleCluster(o.ClusterName, a)
-	if err != nil {
-		return nil, err
-	}
-	svc, err := trigger.NewService(trigger.Config{Clusters: clusters, MaxInFlight: o.MaxInFlight,
-		ExecuteTimeout: o.ExecuteTimeout, Ready: c.HasSynced, Logger: log})
-	if err != nil {
-		return nil, err
-	}
-	s := &Server{opts: o, log: log, clients: clients, cache: c, svc: svc, att: a}
-	if err := s.listen(tlsCfg); err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
-// newMulti builds a Server over o.Clusters.
-func newMulti(o Options, log *slog.Logger, tlsCfg *tls.Config) (*Server, error) {
-	svc, err := trigger.NewService(trigger.Config{Clusters: o.Clusters, MaxInFlight: o.MaxInFlight,
+	svc, err := trigger.NewService(trigger.Config{Clusters: reg, MaxInFlight: o.MaxInFlight,
 		ExecuteTimeout: o.ExecuteTimeout, Logger: log,
-		Ready:       func() bool { ok, _ := o.Clusters.Readiness(); return ok },
-		ReadyDetail: func() string { _, d := o.Clusters.Readiness(); return d }})
+		Ready:       func() bool { ok, _ := reg.Readiness(); return ok },
+		ReadyDetail: func() string { _, d := reg.Readiness(); return d }})
 	if err != nil {
 		return nil, err
 	}
-	if err := svc.Metrics().Registry.Register(o.Clusters.Collector()); err != nil {
+	if err := svc.Metrics().Registry.Register(reg.Collector()); err != nil {
 		return nil, fmt.Errorf("server: cluster metrics: %w", err)
 	}
-	s := &Server{opts: o, log: log, svc: svc}
+	s := &Server{opts: o, log: log, reg: reg, svc: svc}
 	if err := s.listen(tlsCfg); err != nil {
 		return nil, err
 	}
@@ -217,41 +183,39 @@ func (s *Server) HTTPAddr() string {
 	return s.http.Addr().String()
 }
 
-// Cache returns the informer cache (for readiness checks and tests); nil with Options.Clusters.
-func (s *Server) Cache() *cache.Cache { return s.cache }
+// Cache returns the default cluster's (first) informer cache, for readiness checks and
+// tests; nil if the default cluster is gone.
+func (s *Server) Cache() *cache.Cache {
+	c, err := s.reg.Cluster("")
+	if err != nil || len(c.Caches) == 0 {
+		return nil
+	}
+	return c.Caches[0]
+}
+
+// Clusters returns the registry the server serves.
+func (s *Server) Clusters() *cluster.Registry { return s.reg }
 
 // Service returns the trigger service both servers call.
 func (s *Server) Service() *trigger.Service { return s.svc }
 
-// Run starts the cache and both servers and blocks until ctx ends or one of them
-// fails. On shutdown both servers stop taking work and finish what is in flight. It
-// returns nil after a clean shutdown, the first failure otherwise.
+// Run starts the clusters' caches and health probes and both servers and blocks until
+// ctx ends or one of them fails. On shutdown both servers stop taking work and finish
+// what is in flight. It returns nil after a clean shutdown, the first failure otherwise.
+// Readiness (/readyz) is the default cluster's health: its apiserver answers its probe
+// and its caches have synced.
 func (s *Server) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
-	if s.opts.Clusters != nil {
-		g.Go(func() error { return s.opts.Clusters.Run(gctx) })
-	} else {
-		g.Go(func() error { return s.cache.Run(gctx) })
-	}
+	g.Go(func() error { return s.reg.Run(gctx) })
 	if s.grpc != nil {
 		g.Go(func() error { return s.grpc.Run(gctx) })
 	}
 	if s.http != nil {
 		g.Go(func() error { return s.http.Run(gctx) })
 	}
-	s.log.Info("serving", "grpc", s.GRPCAddr(), "http", s.HTTPAddr(), "cluster", s.opts.ClusterName,
+	s.log.Info("serving", "grpc", s.GRPCAddr(), "http", s.HTTPAddr(), "clusters", s.reg.Names(), "default", s.reg.DefaultName(),
 		"tls", s.opts.TLSCertFile != "", "mtls", s.opts.TLSClientCAFile != "", "httpAuth", len(s.opts.HTTPToken) > 0,
 		"namespaces", s.opts.Namespaces.String())
-	g.Go(func() error {
-		if s.opts.Clusters != nil {
-			return nil // readiness is per cluster: see /readyz
-		}
-		if err := s.cache.WaitForSync(gctx); err != nil {
-			return nil // shutting down before sync is not a failure
-		}
-		s.log.Info("caches synced; ready")
-		return nil
-	})
 	err := g.Wait()
 	s.svc.Wait()
 	if err != nil {
