@@ -10,15 +10,18 @@
 //   - the pure planner, PlanNamespace, turns a Snapshot into a Plan that gives every
 //     revision a Decision (delete, keep or repair) and the reason;
 //   - the Executor carries a Plan out: deletes with metav1.Preconditions{UID,
-//     ResourceVersion}, records a Kubernetes Event and a Prometheus metric per deletion,
-//     and repairs through core.Attacher.
+//     ResourceVersion}, at most Executor.Parallel (DefaultParallel, 16) in flight and
+//     all paced by the client's QPS limiter, records a Kubernetes Event and a Prometheus
+//     metric per deletion, and repairs through core.Attacher. The Report lists the
+//     plan's items in plan order whatever order the deletes finished in.
 //
 // A Sweeper ties them together: periodic sweeps (Run, leader-elected on a Lease when
 // several replicas run), a sweep of one namespace on demand (SweepNamespace, Trigger).
 //
 // # Reading the cluster
 //
-// LiveSource lists each namespace from the apiserver at sweep time; revisions come
+// LiveSource lists each namespace from the apiserver at sweep time, every kind at once
+// (planning takes the slowest list, not the sum); revisions come
 // from metadata-only lists (k8s.io/client-go/metadata), so no ConfigMap or Secret data
 // is ever in memory. Sweeps are infrequent (DefaultInterval) and a delete decided on a
 // lagging informer cache could miss a ReplicaSet created moments ago, which neither
