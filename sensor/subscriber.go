@@ -7,8 +7,10 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -138,6 +140,28 @@ type Subscriber struct {
 	metrics  *metrics
 	ready    chan struct{}
 	once     sync.Once
+	// conn is the current EventBus connection (nil before the first connect).
+	conn atomic.Pointer[nats.Conn]
+}
+
+// Health reports whether the subscription is working: connected to the EventBus and the
+// durable consumer bound. detail says why not ("EventBus: not connected (RECONNECTING)").
+// While the connection is down messages stay in the stream and are delivered after the
+// reconnect.
+func (s *Subscriber) Health() (ok bool, detail string) {
+	nc := s.conn.Load()
+	switch {
+	case nc == nil:
+		return false, "EventBus: connecting to " + eventbus.RedactURL(s.opts.URL)
+	case !nc.IsConnected():
+		return false, fmt.Sprintf("EventBus: not connected (%s)", nc.Status())
+	}
+	select {
+	case <-s.ready:
+		return true, "EventBus: subscribed"
+	default:
+		return false, "EventBus: binding the durable consumer"
+	}
 }
 
 // NewSubscriber validates opts and returns a Subscriber; it connects in Run. Errors are
@@ -164,11 +188,14 @@ func NewSubscriber(opts Options, clusters Clusters) (*Subscriber, error) {
 func (s *Subscriber) Ready() <-chan struct{} { return s.ready }
 
 // Run connects, binds the durable consumer and handles messages until ctx ends, then
-// stops pulling, finishes the messages in flight and closes the connection. It returns
-// nil on a clean shutdown and an error if the connection or consumer cannot be set up.
+// stops pulling, finishes the messages in flight and closes the connection. An EventBus
+// that cannot be reached yet is retried (Health reports it) until ctx ends; once
+// connected, the client reconnects by itself. It returns nil on a clean shutdown and an
+// error if the connection is refused (authentication, TLS) or the consumer cannot be set
+// up.
 func (s *Subscriber) Run(ctx context.Context) error {
-	nc, err := eventbus.Connect(eventbus.Conn{URL: s.opts.URL, Auth: s.opts.Auth, TLS: s.opts.TLS, Name: "configmap-attacher"}, s.log)
-	if err != nil {
+	nc, err := s.connect(ctx)
+	if err != nil || nc == nil {
 		return err
 	}
 	defer nc.Close()
@@ -238,6 +265,30 @@ func (s *Subscriber) Run(ctx context.Context) error {
 	wg.Wait()
 	s.log.Info("EventBus subscription drained")
 	return nil
+}
+
+// connect dials the EventBus, retrying while no server answers (nats.ErrNoServers: not
+// up yet, restarting) with a delay growing to 10 s. It returns nil, nil when ctx ends
+// first, and other connection errors (authorization, TLS) at once.
+func (s *Subscriber) connect(ctx context.Context) (*nats.Conn, error) {
+	delay := 500 * time.Millisecond
+	for {
+		nc, err := eventbus.Connect(eventbus.Conn{URL: s.opts.URL, Auth: s.opts.Auth, TLS: s.opts.TLS, Name: "configmap-attacher"}, s.log)
+		if err == nil {
+			s.conn.Store(nc)
+			return nc, nil
+		}
+		if !errors.Is(err, nats.ErrNoServers) {
+			return nil, err
+		}
+		s.log.Warn("EventBus not reachable; retrying", "err", err, "retryIn", delay)
+		select {
+		case <-ctx.Done():
+			return nil, nil
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 10*time.Second)
+	}
 }
 
 func (s *Subscriber) stream(ctx context.Context, js jetstream.JetStream) (jetstream.Stream, error) {

@@ -60,6 +60,8 @@ type Server struct {
 	certPool  *x509.CertPool
 	caFile    string
 	port      int
+	// sopts are the server options, kept so that Restart brings back the same server.
+	sopts *server.Options
 }
 
 // Start starts a NATS server with JetStream and TLS and waits until it accepts clients.
@@ -125,33 +127,69 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		Username:      opts.User,
 		Password:      opts.Password,
 	}
-	ns, err := server.NewServer(sopts)
-	if err != nil {
-		return nil, fmt.Errorf("natsserver: new server: %w", err)
+	s.sopts = sopts
+	if err := s.start(ctx); err != nil {
+		return nil, err
 	}
-	if opts.Logs {
+	ok = true
+	return s, nil
+}
+
+// start runs a server with s.sopts and waits until it accepts clients.
+func (s *Server) start(ctx context.Context) error {
+	ns, err := server.NewServer(s.sopts.Clone())
+	if err != nil {
+		return fmt.Errorf("natsserver: new server: %w", err)
+	}
+	if s.opts.Logs {
 		ns.ConfigureLogger()
 	}
 	s.ns = ns
 	go ns.Start()
 
-	deadline := opts.ReadyTimeout
+	deadline := s.opts.ReadyTimeout
 	if d, ok := ctx.Deadline(); ok && time.Until(d) < deadline {
 		deadline = time.Until(d)
 	}
 	if !ns.ReadyForConnections(deadline) {
-		return nil, fmt.Errorf("natsserver: not ready for connections within %s", deadline)
+		return fmt.Errorf("natsserver: not ready for connections within %s", deadline)
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("natsserver: start: %w", err)
+		return fmt.Errorf("natsserver: start: %w", err)
 	}
-	addr, ok2 := ns.Addr().(*net.TCPAddr)
-	if !ok2 {
-		return nil, fmt.Errorf("natsserver: unexpected listen address %v", ns.Addr())
+	addr, ok := ns.Addr().(*net.TCPAddr)
+	if !ok {
+		return fmt.Errorf("natsserver: unexpected listen address %v", ns.Addr())
 	}
 	s.port = addr.Port
-	ok = true
-	return s, nil
+	return nil
+}
+
+// Shutdown stops the server as a crash or restart of the EventBus would, keeping its
+// port, certificate, credentials and JetStream store for Restart. Clients see the
+// connection drop. It is a no-op when the server is not running.
+func (s *Server) Shutdown() {
+	if s == nil || s.ns == nil {
+		return
+	}
+	s.ns.Shutdown()
+	s.ns.WaitForShutdown()
+	s.ns = nil
+}
+
+// Restart starts the server again after Shutdown (shutting it down first if it runs) on
+// the same port with the same certificate, credentials and JetStream store (streams,
+// consumers and their acknowledged positions survive), and waits until it accepts
+// clients. Errors: the port was taken meanwhile, the store cannot be read, ctx ended.
+func (s *Server) Restart(ctx context.Context) error {
+	if s.sopts == nil {
+		return errors.New("natsserver: Restart before Start")
+	}
+	s.Shutdown()
+	o := *s.sopts
+	o.Port = s.port
+	s.sopts = &o
+	return s.start(ctx)
 }
 
 // Run starts a server and serves until ctx is cancelled, then stops it. ready, if not

@@ -93,6 +93,7 @@ func (s *Server) RunWith(ctx context.Context, in Ingress) error {
 			return err
 		}
 		runners = append(runners, sub.Run)
+		s.checks = append(s.checks, sub.Health)
 	}
 	// The sweepers serve trigger events with `operation: gc` always, and run
 	// periodically (and after attaches) only when GC is configured.

@@ -82,6 +82,21 @@ type Server struct {
 	svc  *trigger.Service
 	grpc *trigger.GRPCServer
 	http *trigger.HTTPServer
+	// checks are more readiness conditions (the EventBus subscription), set before Run.
+	checks []func() (bool, string)
+}
+
+// readiness is the service's readiness and its /readyz detail: the registry's (the
+// default cluster is reachable and synced; one line per cluster) and every other check
+// (one line each).
+func (s *Server) readiness() (bool, string) {
+	ok, detail := s.reg.Readiness()
+	for _, check := range s.checks {
+		cok, cdetail := check()
+		ok = ok && cok
+		detail += cdetail + "\n"
+	}
+	return ok, detail
 }
 
 // New builds the cluster registry (one cluster from cfg, or o.Clusters), the trigger
@@ -122,17 +137,17 @@ func New(cfg *rest.Config, o Options) (*Server, error) {
 			return nil, fmt.Errorf("server: %w", err)
 		}
 	}
-	svc, err := trigger.NewService(trigger.Config{Clusters: reg, MaxInFlight: o.MaxInFlight,
+	s := &Server{opts: o, log: log, reg: reg}
+	s.svc, err = trigger.NewService(trigger.Config{Clusters: reg, MaxInFlight: o.MaxInFlight,
 		ExecuteTimeout: o.ExecuteTimeout, Logger: log,
-		Ready:       func() bool { ok, _ := reg.Readiness(); return ok },
-		ReadyDetail: func() string { _, d := reg.Readiness(); return d }})
+		Ready:       func() bool { ok, _ := s.readiness(); return ok },
+		ReadyDetail: func() string { _, d := s.readiness(); return d }})
 	if err != nil {
 		return nil, err
 	}
-	if err := svc.Metrics().Registry.Register(reg.Collector()); err != nil {
+	if err := s.svc.Metrics().Registry.Register(reg.Collector()); err != nil {
 		return nil, fmt.Errorf("server: cluster metrics: %w", err)
 	}
-	s := &Server{opts: o, log: log, reg: reg, svc: svc}
 	if err := s.listen(tlsCfg); err != nil {
 		return nil, err
 	}
