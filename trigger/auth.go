@@ -92,7 +92,7 @@ func (a *bearerAuth) wrap(next http.Handler, m *Metrics) http.Handler {
 			msg = "the bearer token is not valid"
 		}
 		if m != nil {
-			m.events.WithLabelValues("http", "unauthenticated").Inc()
+			m.events.WithLabelValues("", "http", "unauthenticated").Inc()
 		}
 		w.Header().Set("WWW-Authenticate", challenge)
 		writeJSON(w, http.StatusUnauthorized, errorBody{Error: fmt.Sprintf("%v: %s", ErrUnauthenticated, msg)})

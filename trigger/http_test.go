@@ -178,9 +178,9 @@ func TestHTTPAnswers(t *testing.T) {
 		assert.Equal(t, 200, do(t, mustReq(t, http.MethodGet, ts.URL+"/readyz")).status)
 		m := do(t, mustReq(t, http.MethodGet, ts.URL+"/metrics"))
 		assert.Equal(t, 200, m.status)
-		assert.Contains(t, m.raw, `configmap_attacher_events_total{path="http",result="ok"}`)
-		assert.Contains(t, m.raw, `configmap_attacher_events_total{path="http",result="invalid"}`)
-		assert.Contains(t, m.raw, `configmap_attacher_objects_total{outcome="attached"} 1`)
+		assert.Contains(t, m.raw, `configmap_attacher_events_total{cluster="in-cluster",path="http",result="ok"}`)
+		assert.Contains(t, m.raw, `configmap_attacher_events_total{cluster="",path="http",result="invalid"}`)
+		assert.Contains(t, m.raw, `configmap_attacher_objects_total{cluster="in-cluster",outcome="attached"} 1`)
 	})
 }
 

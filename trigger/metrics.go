@@ -21,8 +21,12 @@ type Metrics struct {
 
 // NewMetrics returns a fresh set of metrics:
 //
-//	configmap_attacher_events_total{path,result}            events handled, by error class
-//	configmap_attacher_objects_total{outcome}               ConfigMaps/Secrets considered, by outcome
+//	configmap_attacher_events_total{cluster,path,result}    events handled, by error class; cluster is
+//	                                                         the registered cluster the event went to,
+//	                                                         "" when it reached none (bad input, unknown
+//	                                                         or unavailable cluster, busy), so that
+//	                                                         hostile names never become label values
+//	configmap_attacher_objects_total{cluster,outcome}       ConfigMaps/Secrets considered, by outcome
 //	configmap_attacher_event_duration_seconds{path}          time to handle one event
 //	configmap_attacher_events_in_flight                      events being handled
 func NewMetrics() *Metrics {
@@ -30,10 +34,10 @@ func NewMetrics() *Metrics {
 		Registry: prometheus.NewRegistry(),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "configmap_attacher_events_total",
 			Help: "Events handled, by ingress path and result (ok, ignored, invalid, refused, unavailable, deadline, busy, ...)."},
-			[]string{"path", "result"}),
+			[]string{"cluster", "path", "result"}),
 		objects: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "configmap_attacher_objects_total",
-			Help: "ConfigMaps and Secrets considered, by outcome (attached, already-attached, skipped, ...)."},
-			[]string{"outcome"}),
+			Help: "ConfigMaps and Secrets considered, by cluster and outcome (attached, already-attached, skipped, ...)."},
+			[]string{"cluster", "outcome"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "configmap_attacher_event_duration_seconds",
 			Help: "Time to handle one event.", Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12)}, []string{"path"}),
 		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "configmap_attacher_events_in_flight",
@@ -47,13 +51,13 @@ func NewMetrics() *Metrics {
 // Reject counts an event refused before reaching the service (bad payload, body too
 // large, wrong content type).
 func (m *Metrics) Reject(path string, err error) {
-	m.events.WithLabelValues(path, string(Classify(err))).Inc()
+	m.events.WithLabelValues("", path, string(Classify(err))).Inc()
 }
 
 func (m *Metrics) observe(path string, start time.Time, r *Response, err error) {
 	m.duration.WithLabelValues(path).Observe(time.Since(start).Seconds())
-	m.events.WithLabelValues(path, string(Classify(err))).Inc()
+	m.events.WithLabelValues(r.Cluster, path, string(Classify(err))).Inc()
 	for _, o := range r.Objects {
-		m.objects.WithLabelValues(string(o.Outcome)).Inc()
+		m.objects.WithLabelValues(r.Cluster, string(o.Outcome)).Inc()
 	}
 }

@@ -310,7 +310,7 @@ func (s *Service) handle(ctx context.Context, opts core.Options, d eventsource.D
 // Ignore builds the answer for an event that is acknowledged without work (a non-ADD
 // event), and counts it.
 func (s *Service) Ignore(path string, d eventsource.Decoded, reason error) Response {
-	s.metrics.events.WithLabelValues(path, "ignored").Inc()
+	s.metrics.events.WithLabelValues("", path, "ignored").Inc()
 	s.log.Debug("event ignored", "path", path, "reason", reason)
 	return Response{Result: core.Result{Namespace: d.Event.Namespace, ReplicaSet: d.Event.Name, Objects: []core.ObjectResult{}},
 		Ignored: reason.Error(), Message: "ignored: " + reason.Error()}
