@@ -98,8 +98,8 @@ type bus struct {
 	closeConn func()
 }
 
-// newBus starts NATS with a token on a fixed port and a JetStream store directory that
-// survive a restart (see restart).
+// newBus starts NATS with a token and a JetStream store directory that survive a
+// restart (see down and up).
 func newBus(t *testing.T) *bus {
 	t.Helper()
 	port, err := controlplane.FreePort()
@@ -120,36 +120,47 @@ func (b *bus) start() error {
 	if err != nil {
 		return err
 	}
-	nc, err := s.Connect()
+	b.srv = s
+	return b.connect()
+}
+
+func (b *bus) connect() error {
+	nc, err := b.srv.Connect()
 	if err != nil {
-		s.Stop()
 		return err
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		nc.Close()
-		s.Stop()
 		return err
 	}
-	b.srv, b.js, b.closeConn = s, js, nc.Close
+	b.js, b.closeConn = js, nc.Close
 	return nil
 }
 
-func (b *bus) stop() {
+func (b *bus) disconnect() {
 	if b.closeConn != nil {
 		b.closeConn()
 		b.closeConn = nil
 	}
+}
+
+func (b *bus) stop() {
+	b.disconnect()
 	b.srv.Stop()
 }
 
-// restart stops the server and starts it again on the same port with the same JetStream
-// store. (The embedded server makes a new self-signed certificate on each start, so the
-// service dials with --eventbus-tls-insecure, as Argo Events' own clients do.)
-func (b *bus) restart(t *testing.T) {
+// down stops the server as a crash would; up starts it again on the same port with the
+// same certificate and JetStream store (natsserver.Server.Shutdown and Restart).
+func (b *bus) down() {
+	b.disconnect()
+	b.srv.Shutdown()
+}
+
+func (b *bus) up(t *testing.T) {
 	t.Helper()
-	b.stop()
-	require.NoError(t, b.start())
+	require.NoError(t, b.srv.Restart(context.Background()))
+	require.NoError(t, b.connect())
 }
 
 // consumer returns the service's durable consumer's info.
@@ -195,7 +206,7 @@ func startService(t *testing.T, b *bus, extra ...string) *service {
 	s := &service{httpAddr: fmt.Sprintf("127.0.0.1:%d", hp), grpcAddr: fmt.Sprintf("127.0.0.1:%d", gp), done: make(chan struct{})}
 	args := []string{"serve", "--kubeconfig", cp.Kubeconfig(), "--http-addr", s.httpAddr, "--grpc-addr", s.grpcAddr, "--log-level", "info"}
 	if b != nil {
-		args = append(args, "--eventbus-url", b.srv.ClientURL(), "--eventbus-token-file", b.tokenFile, "--eventbus-tls-insecure")
+		args = append(args, "--eventbus-url", b.srv.ClientURL(), "--eventbus-token-file", b.tokenFile, "--eventbus-tls-ca-file", b.srv.CAFile())
 	}
 	args = append(args, extra...)
 	logFile, err := os.CreateTemp(t.TempDir(), "serve-*.log")
@@ -209,7 +220,7 @@ func startService(t *testing.T, b *bus, extra ...string) *service {
 	t.Cleanup(func() {
 		s.kill()
 		if t.Failed() {
-			t.Logf("serve log (%s):\n%s", s.log, tail(s.log, 40))
+			t.Logf("serve log (%s), without the per-object attach lines:\n%s", s.log, tail(s.log, 60, "msg=attached "))
 		}
 	})
 	controlplane.Eventually(t, 90*time.Second, "serve to be ready", func() error {
@@ -290,9 +301,19 @@ func (s *service) rss() (cur, peak int64) {
 	return cur, peak
 }
 
-func tail(path string, n int) string {
+// tail returns the last n lines of a file, leaving out lines containing any of skip.
+func tail(path string, n int, skip ...string) string {
 	b, _ := os.ReadFile(path)
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	var lines []string
+next:
+	for _, line := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		for _, s := range skip {
+			if strings.Contains(line, s) {
+				continue next
+			}
+		}
+		lines = append(lines, line)
+	}
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}
