@@ -218,10 +218,24 @@ func startService(t *testing.T, b *bus, extra ...string) *service {
 	require.NoError(t, s.cmd.Start())
 	go func() { _ = s.cmd.Wait(); logFile.Close(); close(s.done) }()
 	t.Cleanup(func() {
-		s.kill()
 		if t.Failed() {
-			t.Logf("serve log (%s), without the per-object attach lines:\n%s", s.log, tail(s.log, 60, "msg=attached "))
+			// Goroutine dump (SIGQUIT) into the log, kept outside the test's temporary
+			// directory for a post-mortem.
+			_ = s.cmd.Process.Signal(syscall.SIGQUIT)
+			select {
+			case <-s.done:
+			case <-time.After(10 * time.Second):
+			}
+			s.kill()
+			kept := filepath.Join(os.TempDir(), fmt.Sprintf("cma-faults-%s-%d.log", strings.ReplaceAll(t.Name(), "/", "-"), s.cmd.Process.Pid))
+			b, _ := os.ReadFile(s.log)
+			if os.WriteFile(kept, b, 0o600) == nil {
+				t.Logf("serve log with a goroutine dump kept in %s", kept)
+			}
+			t.Logf("serve log, without the per-object attach lines and the dump:\n%s", tailText(strings.SplitN(string(b), "SIGQUIT", 2)[0], 60, "msg=attached "))
+			return
 		}
+		s.kill()
 	})
 	controlplane.Eventually(t, 90*time.Second, "serve to be ready", func() error {
 		select {
@@ -301,12 +315,17 @@ func (s *service) rss() (cur, peak int64) {
 	return cur, peak
 }
 
-// tail returns the last n lines of a file, leaving out lines containing any of skip.
-func tail(path string, n int, skip ...string) string {
+// tail returns the last n lines of a file.
+func tail(path string, n int) string {
 	b, _ := os.ReadFile(path)
+	return tailText(string(b), n)
+}
+
+// tailText returns the last n lines of text, leaving out lines containing any of skip.
+func tailText(text string, n int, skip ...string) string {
 	var lines []string
 next:
-	for _, line := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+	for _, line := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
 		for _, s := range skip {
 			if strings.Contains(line, s) {
 				continue next
