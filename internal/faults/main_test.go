@@ -102,6 +102,7 @@ type bus struct {
 // restart (see down and up).
 func newBus(t *testing.T) *bus {
 	t.Helper()
+	controlplane.Require(t, cp) // every test here needs the control plane: skip with -short
 	port, err := controlplane.FreePort()
 	require.NoError(t, err)
 	b := &bus{token: "faults-token", opts: natsserver.Options{Token: "faults-token", Port: port, StoreDir: filepath.Join(t.TempDir(), "jetstream")}}
