@@ -74,6 +74,9 @@ type Options struct {
 	Logger       *slog.Logger
 	// Registerer receives the metrics; nil means prometheus.DefaultRegisterer.
 	Registerer prometheus.Registerer
+	// Observe, when set, is told the result of every message that was not ignored (res
+	// is nil when nothing was resolved, e.g. bad input), for metrics.
+	Observe func(res *core.Result, err error)
 }
 
 func (o *Options) defaults() error {
@@ -267,9 +270,10 @@ func (s *Subscriber) Run(ctx context.Context) error {
 	return nil
 }
 
-// connect dials the EventBus, retrying while no server answers (nats.ErrNoServers: not
-// up yet, restarting) with a delay growing to 10 s. It returns nil, nil when ctx ends
-// first, and other connection errors (authorization, TLS) at once.
+// connect dials the EventBus, retrying while it cannot be reached (not up yet,
+// restarting, its Service name not resolving yet, timeouts: eventbus.ErrUnreachable)
+// with a delay growing to 10 s. It returns nil, nil when ctx ends first, and a refusal
+// (authentication, authorization, TLS: eventbus.Refused) at once.
 func (s *Subscriber) connect(ctx context.Context) (*nats.Conn, error) {
 	delay := 500 * time.Millisecond
 	for {
@@ -278,7 +282,7 @@ func (s *Subscriber) connect(ctx context.Context) (*nats.Conn, error) {
 			s.conn.Store(nc)
 			return nc, nil
 		}
-		if !errors.Is(err, nats.ErrNoServers) {
+		if !errors.Is(err, eventbus.ErrUnreachable) {
 			return nil, err
 		}
 		s.log.Warn("EventBus not reachable; retrying", "err", err, "retryIn", delay)
@@ -332,7 +336,11 @@ func (s *Subscriber) handle(ctx context.Context, msg jetstream.Msg) {
 	if res != nil {
 		log = log.With("namespace", res.Namespace, "replicaSet", res.ReplicaSet)
 	}
-	switch outcome := Classify(err); outcome {
+	outcome := Classify(err)
+	if s.opts.Observe != nil && outcome != OutcomeIgnore {
+		s.opts.Observe(res, err)
+	}
+	switch outcome {
 	case OutcomeAck:
 		if err := msg.DoubleAck(ctx); err != nil {
 			log.Warn("ack failed; the message will be redelivered (handling is idempotent)", "err", err)

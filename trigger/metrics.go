@@ -5,6 +5,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/configmap-attacher/configmap-attacher/internal/core"
 )
 
 // Metrics are the service's Prometheus metrics, in their own registry (so that several
@@ -21,7 +23,8 @@ type Metrics struct {
 
 // NewMetrics returns a fresh set of metrics:
 //
-//	configmap_attacher_events_total{cluster,path,result}    events handled, by error class; cluster is
+//	configmap_attacher_events_total{cluster,path,result}    events handled (path grpc, http, and with
+//	                                                         ObserveResult eventbus, watcher), by error class; cluster is
 //	                                                         the registered cluster the event went to,
 //	                                                         "" when it reached none (bad input, unknown
 //	                                                         or unavailable cluster, busy), so that
@@ -56,8 +59,22 @@ func (m *Metrics) Reject(path string, err error) {
 
 func (m *Metrics) observe(path string, start time.Time, r *Response, err error) {
 	m.duration.WithLabelValues(path).Observe(time.Since(start).Seconds())
-	m.events.WithLabelValues(r.Cluster, path, string(Classify(err))).Inc()
+	m.ObserveResult(path, &r.Result, err)
+}
+
+// ObserveResult counts one event handled outside the trigger service (path "watcher",
+// "eventbus"): events_total{cluster,path,result} and objects_total{cluster,outcome}, so
+// that every ingress path shows in the same series. r may be nil (nothing resolved).
+func (m *Metrics) ObserveResult(path string, r *core.Result, err error) {
+	cluster := ""
+	if r != nil {
+		cluster = r.Cluster
+	}
+	m.events.WithLabelValues(cluster, path, string(Classify(err))).Inc()
+	if r == nil {
+		return
+	}
 	for _, o := range r.Objects {
-		m.objects.WithLabelValues(r.Cluster, string(o.Outcome)).Inc()
+		m.objects.WithLabelValues(cluster, string(o.Outcome)).Inc()
 	}
 }

@@ -110,8 +110,6 @@ func TestBreakPartitionedArgoCDClusterRemoval(t *testing.T) {
 	if a == nil {
 		t.Skip("integration test: needs two local control planes (not started with -short)")
 	}
-	bugSkip(t, "BUG: eventsource.Watcher.Run drains its whole queue on stop, each item under context.WithoutCancel with a 2-minute timeout; "+
-		"removing a partitioned cluster blocks Registry.stop (and so the Argo CD Secret handler and serve's shutdown) for minutes")
 	ctx := context.Background()
 	breakRun.Add(1)
 	ns, argocd := uniq("break-hung"), uniq("break-hung-argocd")

@@ -120,15 +120,6 @@ func eventBroadcasters() int {
 	return strings.Count(b.String(), "k8s.io/apimachinery/pkg/watch.(*Broadcaster).loop(")
 }
 
-// bugSkip skips a test that demonstrates a known bug, unless CMA_BREAK_BUGS=1 (to
-// reproduce it: CMA_BREAK_BUGS=1 go test -run TestBreak -v ./internal/cluster/).
-func bugSkip(t *testing.T, why string) {
-	t.Helper()
-	if os.Getenv("CMA_BREAK_BUGS") != "1" {
-		t.Skip(why)
-	}
-}
-
 var breakRun atomic.Int64
 
 // uniq makes a test's namespace names unique per run (go test -count=N reuses the
@@ -222,7 +213,6 @@ func TestBreakArgoCDSecretChangesWhileServing(t *testing.T) {
 	// Still one registration of the Secret's cluster: the Event broadcasters of the
 	// replaced registrations were stopped, not leaked (one per change).
 	t.Run("no Event broadcaster leaked per change", func(t *testing.T) {
-		bugSkip(t, "BUG: server.(*Server).sweeper drops the stop func of kube.NewBroadcastRecorder on success; every per-cluster sweeper leaks an Event broadcaster (2 goroutines) forever")
 		controlplane.Eventually(t, 10*time.Second, "broadcasters back to one registration's", func() error {
 			if n := eventBroadcasters(); n > registered {
 				return fmt.Errorf("%d Event broadcasters running after %d changes of one Secret, %d with its first registration", n, changes, registered)
@@ -239,7 +229,6 @@ func TestBreakServeStopsItsEventBroadcasters(t *testing.T) {
 	if a == nil {
 		t.Skip("integration test: needs two local control planes (not started with -short)")
 	}
-	bugSkip(t, "BUG: server.(*Server).sweeper drops the stop func of kube.NewBroadcastRecorder on success; every per-cluster sweeper leaks an Event broadcaster (2 goroutines) forever")
 	before := eventBroadcasters()
 	s := startBreakServe(t, cluster.Options{Clusters: []cluster.Spec{
 		{Name: "a", Source: cluster.SourceHome, Origin: "test", Config: a.RESTConfig()},

@@ -641,12 +641,22 @@ func (r *Registry) unregisterLocked(key string) *member {
 	return m
 }
 
-// stop cancels m's goroutines and waits for them (m nil: nothing).
+// stop cancels m's goroutines and, in the background, waits for them and releases m's
+// Event broadcaster (m nil: nothing). It does not block: the caller is the Argo CD
+// Secret handler, which must not wait on a cluster that no longer answers.
 func (r *Registry) stop(m *member) {
 	if m == nil {
 		return
 	}
 	m.cancel()
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		r.awaitStopped(m)
+	}()
+}
+
+func (r *Registry) awaitStopped(m *member) {
 	<-m.done
 	m.stopRecorder() // its Events are flushed; the cluster's clients are no longer used
 	r.log.Info("cluster unregistered", "cluster", m.c.Spec.Name, "origin", m.c.Spec.Origin)

@@ -5,6 +5,7 @@ package eventbus
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -44,6 +45,31 @@ type TLS struct {
 	Disable bool
 }
 
+// ErrUnreachable marks a connection failure that may pass (the EventBus is not up yet,
+// restarting, its name does not resolve yet, a timeout): retry later. It also wraps
+// core.ErrUnavailable so that callers mapping errors to answers treat it as transient.
+var ErrUnreachable = fmt.Errorf("EventBus unreachable (%w)", core.ErrUnavailable)
+
+// Refused reports whether a connection error is the EventBus refusing this client
+// (authentication, authorization, TLS verification or a TLS requirement mismatch): a
+// configuration problem that retrying does not fix.
+func Refused(err error) bool {
+	for _, e := range []error{nats.ErrAuthorization, nats.ErrAuthExpired, nats.ErrAuthRevoked, nats.ErrAccountAuthExpired,
+		nats.ErrSecureConnRequired, nats.ErrSecureConnWanted, nats.ErrClientCertOrRootCAsRequired} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	var unknownAuthority x509.UnknownAuthorityError
+	var hostname x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	var verify *tls.CertificateVerificationError
+	var header tls.RecordHeaderError
+	return errors.As(err, &unknownAuthority) || errors.As(err, &hostname) || errors.As(err, &invalid) ||
+		errors.As(err, &verify) || errors.As(err, &header) ||
+		strings.Contains(strings.ToLower(err.Error()), "authorization violation")
+}
+
 // Connect dials the EventBus described by c, reconnecting forever, and logs
 // disconnects and reconnects to log. A dial failure wraps core.ErrUnavailable.
 func Connect(c Conn, log *slog.Logger) (*nats.Conn, error) {
@@ -76,7 +102,10 @@ func Connect(c Conn, log *slog.Logger) (*nats.Conn, error) {
 	}
 	nc, err := nats.Connect(c.URL, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to the EventBus at %s: %w: %w", RedactURL(c.URL), core.ErrUnavailable, err)
+		if Refused(err) {
+			return nil, fmt.Errorf("connecting to the EventBus at %s: %w", RedactURL(c.URL), err)
+		}
+		return nil, fmt.Errorf("connecting to the EventBus at %s: %w: %w", RedactURL(c.URL), ErrUnreachable, err)
 	}
 	return nc, nil
 }

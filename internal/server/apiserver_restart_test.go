@@ -129,6 +129,14 @@ func TestAPIServerRestartNotReadyThenCatchesUp(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, cm.OwnerReferences, 1)
 	assert.Equal(t, before.UID, cm.OwnerReferences[0].UID)
+
+	// Watcher attaches show in the same metrics as trigger events.
+	resp, err := http.Get(base + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	assert.Contains(t, string(b), `configmap_attacher_events_total{cluster="home",path="watcher",result="ok"}`)
+	assert.Contains(t, string(b), `configmap_attacher_objects_total{cluster="home",outcome="attached"}`)
 }
 
 // restartWorkload creates opted-in ConfigMap cfg-<name> and a ReplicaSet <name> using it.

@@ -118,7 +118,6 @@ func TestBreakShutdownWhileEventBusDown(t *testing.T) {
 // it), so its name does not resolve. That is "not reachable yet", like a refused
 // connection: serve must keep running, unready, and retry; it must not end.
 func TestBreakEventBusUnresolvableAtStartIsRetried(t *testing.T) {
-	bugSkip(t, "BUG: sensor.Subscriber.connect retries only nats.ErrNoServers (connection refused); a DNS failure (no such host), i/o timeout or reset ends serve")
 	controlplane.Require(t, cp)
 	addr, done, cancel := runWithBus(t, sensor.Options{URL: "nats://eventbus-default-js-svc.argo-events.svc.invalid:4222",
 		Auth: sensor.Auth{Token: "bus-token"}, TLS: sensor.TLS{Disable: true}, CreateStream: true})

@@ -120,4 +120,21 @@ func TestEventBusDownThenBack(t *testing.T) {
 	require.NoError(t, bus.Restart(ctx))
 	expect(http.StatusOK, "EventBus: subscribed")
 	publishAndWait("second")
+
+	// EventBus events show in the same metrics as trigger events, by cluster.
+	controlplane.Eventually(t, 10*time.Second, "eventbus metrics", func() error {
+		resp, err := http.Get("http://" + srv.HTTPAddr() + "/metrics")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		for _, want := range []string{`configmap_attacher_events_total{cluster="in-cluster",path="eventbus",result="ok"} 2`,
+			`configmap_attacher_objects_total{cluster="in-cluster",outcome="attached"} 2`} {
+			if !strings.Contains(string(b), want) {
+				return fmt.Errorf("no %s", want)
+			}
+		}
+		return nil
+	})
 }

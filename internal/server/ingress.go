@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"regexp"
 	"sync"
 	"time"
 
@@ -59,19 +60,25 @@ type GCOptions struct {
 // LeaseName is the name of the Lease the sweepers of cluster name elect their leader on:
 // gc.DefaultLeaseName for the default cluster (as with one cluster), else
 // gc.DefaultLeaseName + "-" + name when that is a valid object name (RFC 1123
-// subdomain, the rule for Lease names), else + "-" + a hash of name.
+// subdomain, the rule for Lease names), else + "-h" + a 64-bit FNV-1a hash of name in
+// hex (names of that very form are hashed too, so two clusters never share a Lease).
 func LeaseName(name string, isDefault bool) string {
 	if isDefault {
 		return gc.DefaultLeaseName
 	}
 	n := gc.DefaultLeaseName + "-" + name
-	if len(validation.IsDNS1123Subdomain(n)) == 0 {
+	if len(validation.IsDNS1123Subdomain(n)) == 0 && !hashLike.MatchString(name) {
 		return n
 	}
+	// Hashed names end in "-h" + 16 hex digits; a name of that form is hashed too, so that
+	// no cluster name can take another cluster's Lease.
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(name))
-	return fmt.Sprintf("%s-%016x", gc.DefaultLeaseName, h.Sum64())
+	return fmt.Sprintf("%s-h%016x", gc.DefaultLeaseName, h.Sum64())
 }
+
+// hashLike matches cluster names of the form LeaseName gives hashed names.
+var hashLike = regexp.MustCompile(`^h[0-9a-f]{16}$`)
 
 // RunWith runs the server (Run) and the ingress paths in to it until ctx ends or one of
 // them fails, then shuts all down. Per-cluster work (watcher, sweeper) starts once that
@@ -88,6 +95,9 @@ func (s *Server) RunWith(ctx context.Context, in Ingress) error {
 		if o.Registerer == nil {
 			o.Registerer = s.svc.Metrics().Registry
 		}
+		if o.Observe == nil {
+			o.Observe = func(r *core.Result, err error) { s.svc.Metrics().ObserveResult("eventbus", r, err) }
+		}
 		sub, err := sensor.NewSubscriber(o, s.reg)
 		if err != nil {
 			return err
@@ -100,6 +110,12 @@ func (s *Server) RunWith(ctx context.Context, in Ingress) error {
 	gco := GCOptions{Options: gc.DefaultOptions()}
 	if in.GC != nil {
 		gco = *in.GC
+	}
+	if gco.Interval < 0 {
+		return core.Invalidf("gc-interval", "must not be negative, got %s", gco.Interval)
+	}
+	if err := gco.Options.Validate(); err != nil {
+		return err
 	}
 	metrics, err := gc.NewMetrics(s.svc.Metrics().Registry)
 	if err != nil {
@@ -130,17 +146,19 @@ func (s *Server) RunWith(ctx context.Context, in Ingress) error {
 		if in.Watch {
 			for _, ch := range c.Caches {
 				w, err := eventsource.NewWatcher(ch.ReplicaSetInformer(), c.Attacher, eventsource.WatcherOptions{
-					Cluster: c.Name(), Resync: in.WatchResync, Workers: in.WatchWorkers, Logger: log})
+					Cluster: c.Name(), Resync: in.WatchResync, Workers: in.WatchWorkers, Logger: log,
+					Observe: func(r *core.Result, err error) { s.svc.Metrics().ObserveResult("watcher", r, err) }})
 				if err != nil {
 					return err
 				}
 				g.Go(func() error { return w.Run(gctx) })
 			}
 		}
-		sw, err := s.sweeper(c, gco, metrics, leaseClient, log)
+		sw, stopRecorder, err := s.sweeper(c, gco, metrics, leaseClient, log)
 		if err != nil {
 			return err
 		}
+		defer stopRecorder()
 		sweepers.set(c.Name(), sw)
 		defer sweepers.remove(c.Name(), sw)
 		if gco.Interval > 0 {
@@ -234,9 +252,10 @@ func (s *sweepers) sweep(ctx context.Context, name, ns string, dryRun bool) (any
 	return rep, fmt.Sprintf("gc %s: %s", ns, rep.Summary()), err
 }
 
-// sweeper builds cluster c's orphan sweeper. The Lease (with leader election) lives in
-// the default cluster, named LeaseName.
-func (s *Server) sweeper(c *cluster.Cluster, o GCOptions, metrics *gc.Metrics, leaseClient kubernetes.Interface, log *slog.Logger) (*gc.Sweeper, error) {
+// sweeper builds cluster c's orphan sweeper and returns it with the function that stops
+// its Event broadcaster. The Lease (with leader election) lives in the default cluster,
+// named LeaseName.
+func (s *Server) sweeper(c *cluster.Cluster, o GCOptions, metrics *gc.Metrics, leaseClient kubernetes.Interface, log *slog.Logger) (*gc.Sweeper, func(), error) {
 	recorder, stopRecorder := kube.NewBroadcastRecorder(c.Clients.Kube)
 	cl := c.Clients
 	cfg := gc.Config{Cluster: c.Name(), Client: cl.Kube, Attacher: c.Attacher, AllowSecrets: s.opts.AllowSecrets,
@@ -256,7 +275,7 @@ func (s *Server) sweeper(c *cluster.Cluster, o GCOptions, metrics *gc.Metrics, l
 	sw, err := gc.NewSweeper(cfg)
 	if err != nil {
 		stopRecorder()
-		return nil, err
+		return nil, nil, err
 	}
-	return sw, nil
+	return sw, stopRecorder, nil
 }

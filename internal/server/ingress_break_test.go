@@ -20,7 +20,6 @@ import (
 // every `operation: gc` "not started") with only a log line per cluster.
 func TestBreakRunWithBadGCOptions(t *testing.T) {
 	c := controlplane.Require(t, cp)
-	bugSkip(t, "BUG: RunWith builds sweepers inside the per-cluster work; a bad GCOptions (negative Interval/MinAge/Keep) is only logged per cluster, RunWith keeps running")
 	for name, in := range map[string]server.Ingress{
 		"negative interval": {GC: &server.GCOptions{Interval: -time.Second, Options: gc.DefaultOptions()}},
 		"negative keep":     {GC: &server.GCOptions{Interval: time.Minute, Options: gc.Options{Keep: -1}}},
