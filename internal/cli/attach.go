@@ -84,7 +84,10 @@ func (o *AttachOptions) Validate() (kind, name string, opts core.Options, err er
 			kind, name = c.k, c.v
 		}
 	}
-	if set != 1 {
+	switch {
+	case set != 1 && o.legacy:
+		return "", "", opts, usagef("-rollout is required")
+	case set != 1:
 		return "", "", opts, usagef("exactly one of --rollout, --deployment or --replicaset is required")
 	}
 	if err := core.ValidateName(name); err != nil {

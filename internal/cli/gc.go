@@ -161,7 +161,7 @@ func newGCCommand(s *Streams) *cobra.Command {
 		Use:   "gc [-n NAMESPACE | -A] [--dry-run=client|server|none] [-o table|json|yaml]",
 		Short: "Plan (and with --dry-run=none, carry out) the orphan sweep once",
 		Long: `gc lists every opted-in revision (label configmap-attacher.io/revision=true) and
-decides, by safety rule 7, whether it is deleted, kept or repaired (attached to the
+decides whether it is deleted, kept or repaired (attached to the
 ReplicaSets that use it), and why.
 
 A revision is deleted only when no ReplicaSet, Deployment, Rollout, StatefulSet,

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 )
@@ -126,7 +127,11 @@ func NewLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 	default:
 		return nil, usagef("log format %q: want text or json", format)
 	}
-	return slog.New(h), nil
+	log := slog.New(h)
+	// client-go logs through klog (reflector watch errors, leader election); route it into
+	// the same structured logger so that --log-format json stays one format.
+	klog.SetSlogLogger(log.With("component", "client-go"))
+	return log, nil
 }
 
 func envOr(key, def string) string {

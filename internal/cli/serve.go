@@ -52,6 +52,7 @@ type ServeOptions struct {
 	EventSourceName  string
 	EventName        string
 	EventBusInFlight int
+	EventBusAckWait  time.Duration
 	GCInterval       time.Duration
 	GCMinAge         time.Duration
 	GCKeep           int
@@ -70,7 +71,7 @@ func DefaultServeOptions() ServeOptions {
 		MaxBodyBytes: eventsource.MaxPayloadBytes, LogLevel: "info", LogFormat: "text",
 		ClusterProbeInterval: cluster.DefaultProbeInterval,
 		WatchResync:          10 * time.Minute, WatchWorkers: eventsource.DefaultWatcherWorkers, EventBusStream: sensor.DefaultStream, EventBusDurable: sensor.DefaultDurable,
-		EventBusInFlight: 16, GCMinAge: gc.DefaultMinAge, GCKeep: gc.DefaultKeep}
+		EventBusInFlight: 16, EventBusAckWait: 30 * time.Second, GCMinAge: gc.DefaultMinAge, GCKeep: gc.DefaultKeep}
 }
 
 // AddFlags binds the options to a flag set.
@@ -108,6 +109,7 @@ func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.EventSourceName, "eventbus-event-source", o.EventSourceName, "only events of this EventSource (subject default.<name>.*; default: any)")
 	fs.StringVar(&o.EventName, "eventbus-event-name", o.EventName, "only events of this event name (default: any)")
 	fs.IntVar(&o.EventBusInFlight, "eventbus-max-in-flight", o.EventBusInFlight, "EventBus messages handled at once")
+	fs.DurationVar(&o.EventBusAckWait, "eventbus-ack-wait", o.EventBusAckWait, "how long JetStream waits for a message's ack before redelivering it, e.g. after a crash (set when the durable consumer is created; long work sends heartbeats)")
 	fs.DurationVar(&o.GCInterval, "gc-interval", o.GCInterval, "run the orphan sweep of every served cluster this often (0: off; e.g. 10m)")
 	fs.DurationVar(&o.GCMinAge, "gc-min-age", o.GCMinAge, "grace period: never collect a revision younger than this")
 	fs.IntVar(&o.GCKeep, "gc-keep", o.GCKeep, "keep the newest N unreferenced revisions of each family")
@@ -133,7 +135,11 @@ func (o *ServeOptions) Ingress() (server.Ingress, error) {
 			return in, err
 		}
 		in.EventBus = &sensor.Options{URL: conn.URL, Auth: conn.Auth, TLS: conn.TLS, Stream: o.EventBusStream,
-			Durable: o.EventBusDurable, EventSourceName: o.EventSourceName, EventName: o.EventName, MaxInFlight: o.EventBusInFlight}
+			Durable: o.EventBusDurable, EventSourceName: o.EventSourceName, EventName: o.EventName, MaxInFlight: o.EventBusInFlight,
+			AckWait: o.EventBusAckWait}
+	}
+	if o.EventBusAckWait < time.Second {
+		return in, usagef("--eventbus-ack-wait must be at least 1s")
 	}
 	if o.GCInterval < 0 {
 		return in, usagef("--gc-interval must not be negative")
