@@ -65,6 +65,11 @@ type Options struct {
 	NakDelay, MaxNakDelay time.Duration
 	// HandleTimeout bounds the work on one message; default 2 min.
 	HandleTimeout time.Duration
+	// StallTimeout: when no message has arrived for this long although the consumer has
+	// undelivered messages and the subscriber has room, the pull is re-created (a guard
+	// against pull requests lost across a server restart, a known failure class of NATS
+	// pull consumers); default 1 min.
+	StallTimeout time.Duration
 	// DeliverAll makes a newly created consumer start at the beginning of the stream
 	// instead of with new messages (an existing durable keeps its position).
 	DeliverAll bool
@@ -103,6 +108,9 @@ func (o *Options) defaults() error {
 	}
 	if o.HandleTimeout <= 0 {
 		o.HandleTimeout = 2 * time.Minute
+	}
+	if o.StallTimeout <= 0 {
+		o.StallTimeout = time.Minute
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -233,7 +241,10 @@ func (s *Subscriber) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("binding durable consumer %q on stream %q: %w", s.opts.Durable, s.opts.Stream, err)
 	}
-	iter, err := cons.Messages(jetstream.PullMaxMessages(s.opts.MaxInFlight))
+	pull := func() (jetstream.MessagesContext, error) {
+		return cons.Messages(jetstream.PullMaxMessages(s.opts.MaxInFlight))
+	}
+	first, err := pull()
 	if err != nil {
 		return fmt.Errorf("pulling from consumer %q: %w", s.opts.Durable, err)
 	}
@@ -241,23 +252,68 @@ func (s *Subscriber) Run(ctx context.Context) error {
 		"consumer", s.opts.Durable, "subject", s.opts.Subject())
 	s.once.Do(func() { close(s.ready) })
 
+	// The iterator is replaced when the watchdog finds the pull stalled; a stop (ctx
+	// done) ends the loop.
+	var (
+		mu       sync.Mutex
+		iter     = first
+		stopping bool
+		restarts bool
+		lastMsg  atomic.Int64
+	)
+	lastMsg.Store(time.Now().UnixNano())
 	go func() {
 		<-ctx.Done()
+		mu.Lock()
+		stopping = true
 		iter.Stop() // stop pulling; Next returns ErrMsgIteratorClosed
+		mu.Unlock()
 	}()
 	sem := make(chan struct{}, s.opts.MaxInFlight)
+	go s.watchdog(ctx, cons, sem, &lastMsg, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopping {
+			restarts = true
+			iter.Stop()
+		}
+	})
 	var wg sync.WaitGroup
 	// Work runs on its own context: a shutdown lets in-flight messages finish and ack.
 	work := context.WithoutCancel(ctx)
 	for {
-		msg, err := iter.Next()
+		mu.Lock()
+		it := iter
+		mu.Unlock()
+		msg, err := it.Next()
 		if err != nil {
 			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				break
+				mu.Lock()
+				if stopping || !restarts {
+					mu.Unlock()
+					break
+				}
+				restarts = false
+				next, perr := pull()
+				if perr != nil {
+					// Keep the closed iterator: the next round retries through the watchdog.
+					s.log.Warn("re-creating the EventBus pull", "err", perr)
+					restarts = true
+					mu.Unlock()
+					select {
+					case <-ctx.Done():
+					case <-time.After(time.Second):
+					}
+					continue
+				}
+				iter = next
+				mu.Unlock()
+				continue
 			}
 			s.log.Warn("pulling from the EventBus", "err", err)
 			continue
 		}
+		lastMsg.Store(time.Now().UnixNano())
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
@@ -268,6 +324,43 @@ func (s *Subscriber) Run(ctx context.Context) error {
 	wg.Wait()
 	s.log.Info("EventBus subscription drained")
 	return nil
+}
+
+// watchdog checks every StallTimeout/4 whether the pull is stalled (see stalled) and
+// then calls restart, which makes Run re-create the pull iterator.
+func (s *Subscriber) watchdog(ctx context.Context, cons jetstream.Consumer, sem chan struct{}, lastMsg *atomic.Int64, restart func()) {
+	t := time.NewTicker(s.opts.StallTimeout / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		idle := time.Since(time.Unix(0, lastMsg.Load()))
+		if idle < s.opts.StallTimeout {
+			continue
+		}
+		ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		info, err := cons.Info(ictx)
+		cancel()
+		if err != nil {
+			continue // disconnected: the client reconnects; Health reports it
+		}
+		if stalled(idle, s.opts.StallTimeout, info.NumPending, info.NumAckPending, info.Config.MaxAckPending, len(sem), cap(sem)) {
+			s.log.Warn("EventBus pull stalled: re-creating it", "pending", info.NumPending, "idle", idle.Round(time.Second))
+			lastMsg.Store(time.Now().UnixNano())
+			restart()
+		}
+	}
+}
+
+// stalled reports whether a pull consumer looks stuck: nothing received for at least
+// timeout although the consumer has undelivered messages (pending), the server may
+// deliver more (ackPending below maxAckPending; 0 or less means no limit) and the
+// subscriber has room (inFlight below capacity).
+func stalled(idle, timeout time.Duration, pending uint64, ackPending, maxAckPending, inFlight, capacity int) bool {
+	return idle >= timeout && pending > 0 && (maxAckPending <= 0 || ackPending < maxAckPending) && inFlight < capacity
 }
 
 // connect dials the EventBus, retrying while it cannot be reached (not up yet,

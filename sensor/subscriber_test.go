@@ -341,3 +341,45 @@ func TestSubscribersSplitWork(t *testing.T) {
 	assert.Positive(t, b.calls.Load())
 	assert.GreaterOrEqual(t, a.calls.Load()+b.calls.Load(), int64(n))
 }
+
+// TestSubscriberRecreatesAStalledPull: while the durable consumer is paused (the server
+// delivers nothing although messages are pending: what a pull lost across a server
+// restart looks like), the watchdog re-creates the pull; once deliveries resume every
+// ReplicaSet is attached through the new pull and the consumer ends idle.
+func TestSubscriberRecreatesAStalledPull(t *testing.T) {
+	f := newFixture(t, "eventbus-stall")
+	logs := &syncBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	s := f.subscriber(&countingClusters{a: f.att}, prometheus.NewRegistry(), func(o *sensor.Options) {
+		o.StallTimeout, o.Logger, o.DeliverAll = 800*time.Millisecond, log, true
+	})
+	f.start(s)
+	ctx := context.Background()
+	_, err := f.js.PauseConsumer(ctx, "default", sensor.DefaultDurable, time.Now().Add(3*time.Second))
+	require.NoError(t, err)
+	sets := f.workload(10, 10)
+	for _, rs := range sets {
+		require.NoError(t, f.pub.Publish(ctx, "ADD", rs))
+	}
+	controlplane.Eventually(t, 60*time.Second, "every ReplicaSet attached after the pause", func() error { return f.allAttached(sets, 10) })
+	controlplane.Eventually(t, 30*time.Second, "the consumer idle", f.consumerIdle)
+	assert.Contains(t, logs.String(), "EventBus pull stalled: re-creating it")
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers (a logger) and readers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
