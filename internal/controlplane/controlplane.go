@@ -294,6 +294,11 @@ func (cp *ControlPlane) startEtcd(ctx context.Context) error {
 	if err := cp.run("etcd", args); err != nil {
 		return err
 	}
+	return cp.waitEtcdHealthy(ctx)
+}
+
+// waitEtcdHealthy polls etcd's /health until it reports healthy or ctx ends.
+func (cp *ControlPlane) waitEtcdHealthy(ctx context.Context) error {
 	client := &http.Client{Timeout: 2 * time.Second}
 	return cp.poll(ctx, "etcd", func() error {
 		resp, err := client.Get(cp.etcdURL + "/health")

@@ -3,6 +3,7 @@ package controlplane
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -11,11 +12,18 @@ import (
 // when a member cluster becomes unreachable. RestartAPIServer brings it back. It
 // returns an error if no kube-apiserver is running.
 func (cp *ControlPlane) StopAPIServer() error {
+	_, err := cp.stopProcess("kube-apiserver")
+	return err
+}
+
+// stopProcess stops the first running process called name (SIGTERM, then SIGKILL after
+// 10 s) and forgets it; it returns the stopped process's arguments (for a restart).
+func (cp *ControlPlane) stopProcess(name string) ([]string, error) {
 	cp.mu.Lock()
 	var found *process
 	kept := cp.procs[:0:0]
 	for _, p := range cp.procs {
-		if p.name == "kube-apiserver" && found == nil {
+		if p.name == name && found == nil {
 			found = p
 			continue
 		}
@@ -24,11 +32,12 @@ func (cp *ControlPlane) StopAPIServer() error {
 	cp.procs = kept
 	cp.mu.Unlock()
 	if found == nil {
-		return errors.New("controlplane: kube-apiserver is not running")
+		return nil, fmt.Errorf("controlplane: %s is not running", name)
 	}
+	args := append([]string(nil), found.cmd.Args[1:]...)
 	found.stop(10 * time.Second)
-	cp.opts.Logf("controlplane %s: kube-apiserver stopped", cp.opts.Name)
-	return nil
+	cp.opts.Logf("controlplane %s: %s stopped", cp.opts.Name, name)
+	return args, nil
 }
 
 // RestartAPIServer starts kube-apiserver again with the same flags (same port,

@@ -1,14 +1,9 @@
 package controlplane
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"fmt"
-	"io"
-	"net/http"
 	"sync"
-	"time"
 )
 
 // stoppedEtcd keeps the arguments of a stopped etcd per control plane, for RestartEtcd.
@@ -19,24 +14,11 @@ var stoppedEtcd sync.Map // *ControlPlane → []string
 // at best and fails or stalls writes, as when etcd is briefly unavailable. RestartEtcd
 // brings it back with the same data. It returns an error if no etcd is running.
 func (cp *ControlPlane) StopEtcd() error {
-	cp.mu.Lock()
-	var found *process
-	kept := cp.procs[:0:0]
-	for _, p := range cp.procs {
-		if p.name == "etcd" && found == nil {
-			found = p
-			continue
-		}
-		kept = append(kept, p)
+	args, err := cp.stopProcess("etcd")
+	if err != nil {
+		return err
 	}
-	cp.procs = kept
-	cp.mu.Unlock()
-	if found == nil {
-		return errors.New("controlplane: etcd is not running")
-	}
-	stoppedEtcd.Store(cp, append([]string(nil), found.cmd.Args[1:]...))
-	found.stop(10 * time.Second)
-	cp.opts.Logf("controlplane %s: etcd stopped", cp.opts.Name)
+	stoppedEtcd.Store(cp, args)
 	return nil
 }
 
@@ -53,20 +35,7 @@ func (cp *ControlPlane) RestartEtcd(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, cp.opts.StartTimeout)
 	defer cancel()
-	client := &http.Client{Timeout: 2 * time.Second}
-	err := cp.poll(ctx, "etcd", func() error {
-		resp, err := client.Get(cp.etcdURL + "/health")
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK || !bytes.Contains(body, []byte(`"true"`)) {
-			return fmt.Errorf("etcd /health: %d %s", resp.StatusCode, body)
-		}
-		return nil
-	})
-	if err != nil {
+	if err := cp.waitEtcdHealthy(ctx); err != nil {
 		return err
 	}
 	if err := cp.waitAPIServerReady(ctx); err != nil {
