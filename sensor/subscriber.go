@@ -139,6 +139,10 @@ func (o Options) Subject() string {
 	return SubjectPrefix + es + "." + ev
 }
 
+// AckConfirmTimeout bounds the wait for JetStream's confirmation of an ack (normally
+// milliseconds).
+const AckConfirmTimeout = 5 * time.Second
+
 // Subscriber consumes ReplicaSet events from the EventBus with at-least-once delivery:
 // a message is acked only after the core succeeded; a transient failure is Nak'ed with
 // a growing delay; bad input is terminated (Term), counted and logged; events that are
@@ -435,7 +439,14 @@ func (s *Subscriber) handle(ctx context.Context, msg jetstream.Msg) {
 	}
 	switch outcome {
 	case OutcomeAck:
-		if err := msg.DoubleAck(ctx); err != nil {
+		// The ack's confirmation is awaited for at most AckConfirmTimeout: when the
+		// connection drops mid-ack the reply never comes, and waiting for it would hold
+		// this in-flight slot for the whole HandleTimeout (the stall seen after a NATS
+		// restart). An unconfirmed ack is at worst a redelivery, handled idempotently.
+		actx, cancel := context.WithTimeout(ctx, AckConfirmTimeout)
+		err := msg.DoubleAck(actx)
+		cancel()
+		if err != nil {
 			log.Warn("ack failed; the message will be redelivered (handling is idempotent)", "err", err)
 		}
 		if res != nil {
