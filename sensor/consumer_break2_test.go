@@ -1,0 +1,82 @@
+package sensor_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/configmap-attacher/configmap-attacher/internal/core"
+	"github.com/configmap-attacher/configmap-attacher/internal/natsserver"
+	"github.com/configmap-attacher/configmap-attacher/sensor"
+)
+
+type noClusters struct{}
+
+func (noClusters) Attacher(string) (*core.Attacher, error) { return nil, errors.New("no clusters") }
+
+// When the durable consumer is deleted (the EventBus stream re-created by its
+// controller, an operator's `nats consumer rm`), nothing re-binds it: the pull iterator
+// waits forever, the watchdog's cons.Info fails with "consumer not found" and is taken for
+// a disconnection (subscriber.go watchdog: `continue // disconnected`), and Health keeps
+// answering "EventBus: subscribed". No message is consumed again until serve restarts.
+func TestBreak2ConsumerDeletedNeverRecovers(t *testing.T) {
+	t.Skip("BUG: sensor/subscriber.go watchdog: a deleted durable consumer is never re-created (Info error taken for a disconnect); Health stays ok and no message is consumed again")
+	ctx := context.Background()
+	ns, err := natsserver.Start(ctx, natsserver.Options{Token: "s3cret"})
+	require.NoError(t, err)
+	t.Cleanup(ns.Stop)
+	nc, err := ns.Connect()
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: "default", Subjects: []string{"default.>"}})
+	require.NoError(t, err)
+
+	var observed atomic.Int64
+	s, err := sensor.NewSubscriber(sensor.Options{URL: ns.ClientURL(), Auth: sensor.Auth{Token: "s3cret"},
+		TLS: sensor.TLS{CAFile: ns.CAFile()}, Logger: quiet, Registerer: prometheus.NewRegistry(),
+		StallTimeout: 2 * time.Second, Observe: func(*core.Result, error) { observed.Add(1) }}, noClusters{})
+	require.NoError(t, err)
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.Run(runCtx) }()
+	select {
+	case <-s.Ready():
+	case err := <-done:
+		t.Fatalf("Run ended: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("not ready")
+	}
+	require.NoError(t, js.DeleteConsumer(ctx, "default", sensor.DefaultDurable))
+
+	time.Sleep(time.Second)
+	_, err = js.Publish(ctx, "default.replicasets.add", []byte("not json"))
+	require.NoError(t, err)
+	deadline := time.Now().Add(20 * time.Second)
+	for observed.Load() == 0 && time.Now().Before(deadline) {
+		select {
+		case err := <-done:
+			t.Fatalf("Run returned %v with its context live after the consumer was deleted", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	ok, detail := s.Health()
+	if observed.Load() == 0 {
+		t.Fatalf("a message published after the consumer was deleted was never handled in 20 s (StallTimeout 2 s); Health=%v %q", ok, detail)
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+}
