@@ -80,3 +80,49 @@ func TestBreak2ConsumerDeletedNeverRecovers(t *testing.T) {
 		t.Fatal("Run did not return after cancel")
 	}
 }
+
+// A stop while the EventBus is down (server shut down under a running subscriber, with
+// a watchdog ticking fast) returns: no wait on an ack or a pull that can never answer.
+func TestBreak2StopWhileEventBusDown(t *testing.T) {
+	ctx := context.Background()
+	ns, err := natsserver.Start(ctx, natsserver.Options{Token: "s3cret"})
+	require.NoError(t, err)
+	t.Cleanup(ns.Stop)
+	nc, err := ns.Connect()
+	require.NoError(t, err)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: "default", Subjects: []string{"default.>"}})
+	require.NoError(t, err)
+	for range 20 {
+		_, err = js.Publish(ctx, "default.replicasets.add", []byte("not json"))
+		require.NoError(t, err)
+	}
+	nc.Close()
+	s, err := sensor.NewSubscriber(sensor.Options{URL: ns.ClientURL(), Auth: sensor.Auth{Token: "s3cret"},
+		TLS: sensor.TLS{CAFile: ns.CAFile()}, Logger: quiet, Registerer: prometheus.NewRegistry(), DeliverAll: true,
+		StallTimeout: 200 * time.Millisecond}, noClusters{})
+	require.NoError(t, err)
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.Run(runCtx) }()
+	select {
+	case <-s.Ready():
+	case err := <-done:
+		t.Fatalf("Run ended: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("not ready")
+	}
+	ns.Shutdown()
+	time.Sleep(time.Second)
+	ok, _ := s.Health()
+	require.False(t, ok, "Health reports the EventBus down")
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("Run did not return after cancel with the EventBus down")
+	}
+}
