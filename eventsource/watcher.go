@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -58,6 +59,8 @@ type Watcher struct {
 
 	mu      sync.Mutex
 	handled int64
+	// stopping is set when Run's ctx ends: queued items are dropped, not handled.
+	stopping atomic.Bool
 }
 
 // StopGrace is how long a stopping watcher lets the attaches in progress finish before
@@ -155,6 +158,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 	<-ctx.Done()
 	// Queued ReplicaSets are dropped, not drained: the watcher is level-triggered, and the
 	// next start (or another replica's resync) handles them.
+	w.stopping.Store(true) // workers take no new item (ShutDown alone would hand out the rest)
 	w.queue.ShutDown()
 	stop := time.AfterFunc(StopGrace, cancelWork)
 	defer stop.Stop()
@@ -194,6 +198,9 @@ func (w *Watcher) processNext(ctx context.Context) bool {
 		return false
 	}
 	defer w.queue.Done(key)
+	if w.stopping.Load() {
+		return false // dropped: the watcher is level-triggered (the next start handles it)
+	}
 	err := w.handle(ctx, key)
 	w.mu.Lock()
 	w.handled++

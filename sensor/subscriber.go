@@ -157,6 +157,8 @@ type Subscriber struct {
 	once     sync.Once
 	// conn is the current EventBus connection (nil before the first connect).
 	conn atomic.Pointer[nats.Conn]
+	// bound: the durable consumer exists and is being pulled from.
+	bound atomic.Bool
 }
 
 // Health reports whether the subscription is working: connected to the EventBus and the
@@ -173,10 +175,13 @@ func (s *Subscriber) Health() (ok bool, detail string) {
 	}
 	select {
 	case <-s.ready:
-		return true, "EventBus: subscribed"
 	default:
 		return false, "EventBus: binding the durable consumer"
 	}
+	if !s.bound.Load() {
+		return false, "EventBus: re-binding the durable consumer " + s.opts.Durable
+	}
+	return true, "EventBus: subscribed"
 }
 
 // NewSubscriber validates opts and returns a Subscriber; it connects in Run. Errors are
@@ -235,37 +240,35 @@ func (s *Subscriber) Run(ctx context.Context) error {
 	if s.opts.DeliverAll {
 		cfg.DeliverPolicy = jetstream.DeliverAllPolicy
 	}
-	cons, err := stream.Consumer(ctx, s.opts.Durable)
-	if errors.Is(err, jetstream.ErrConsumerNotFound) {
-		cons, err = stream.CreateConsumer(ctx, cfg)
-		if errors.Is(err, jetstream.ErrConsumerExists) { // another replica won the race
-			cons, err = stream.Consumer(ctx, s.opts.Durable)
-		}
-	}
+	cons, err := bindConsumer(ctx, stream, cfg)
 	if err != nil {
 		return fmt.Errorf("binding durable consumer %q on stream %q: %w", s.opts.Durable, s.opts.Stream, err)
 	}
-	pull := func() (jetstream.MessagesContext, error) {
-		return cons.Messages(jetstream.PullMaxMessages(s.opts.MaxInFlight))
+	pullFrom := func(c jetstream.Consumer) (jetstream.MessagesContext, error) {
+		return c.Messages(jetstream.PullMaxMessages(s.opts.MaxInFlight))
 	}
-	first, err := pull()
+	first, err := pullFrom(cons)
 	if err != nil {
 		return fmt.Errorf("pulling from consumer %q: %w", s.opts.Durable, err)
 	}
+	s.bound.Store(true)
 	s.log.Info("subscribed to the EventBus", "url", eventbus.RedactURL(s.opts.URL), "stream", s.opts.Stream,
 		"consumer", s.opts.Durable, "subject", s.opts.Subject())
 	s.once.Do(func() { close(s.ready) })
 
-	// The iterator is replaced when the watchdog finds the pull stalled; a stop (ctx
-	// done) ends the loop.
+	// The iterator (and the consumer behind it) is replaced when the watchdog finds the
+	// pull stalled or the consumer gone, or when the iterator ends by itself (the
+	// consumer was deleted); only a stop (ctx done) ends the loop.
 	var (
 		mu       sync.Mutex
 		iter     = first
+		current  = cons
 		stopping bool
-		restarts bool
-		lastMsg  atomic.Int64
+		lastMsg  atomic.Int64 // last message or watchdog action (the watchdog's idle clock)
+		received atomic.Int64 // last message received (where a re-created consumer starts)
 	)
 	lastMsg.Store(time.Now().UnixNano())
+	received.Store(time.Now().UnixNano())
 	go func() {
 		<-ctx.Done()
 		mu.Lock()
@@ -274,14 +277,55 @@ func (s *Subscriber) Run(ctx context.Context) error {
 		mu.Unlock()
 	}()
 	sem := make(chan struct{}, s.opts.MaxInFlight)
-	go s.watchdog(ctx, cons, sem, &lastMsg, func() {
+	consumer := func() jetstream.Consumer {
+		mu.Lock()
+		defer mu.Unlock()
+		return current
+	}
+	go s.watchdog(ctx, consumer, sem, &lastMsg, func() {
 		mu.Lock()
 		defer mu.Unlock()
 		if !stopping {
-			restarts = true
 			iter.Stop()
 		}
 	})
+	// repull re-binds the consumer (re-creating it if it was deleted) and pulls again,
+	// retrying every second until it works or ctx ends (then it returns false).
+	repull := func() bool {
+		for {
+			// A consumer re-created after a deletion starts just before the last message
+			// received, not at "new" messages: nothing published meanwhile is skipped
+			// (what is delivered again is handled idempotently).
+			rcfg := cfg
+			if rcfg.DeliverPolicy == jetstream.DeliverNewPolicy {
+				start := time.Unix(0, received.Load()).Add(-time.Second)
+				rcfg.DeliverPolicy, rcfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &start
+			}
+			c, err := bindConsumer(ctx, stream, rcfg)
+			var next jetstream.MessagesContext
+			if err == nil {
+				next, err = pullFrom(c)
+			}
+			if err == nil {
+				mu.Lock()
+				defer mu.Unlock()
+				if stopping {
+					next.Stop()
+					return false
+				}
+				iter, current = next, c
+				s.bound.Store(true)
+				return true
+			}
+			s.bound.Store(false)
+			s.log.Warn("re-binding the EventBus consumer", "consumer", s.opts.Durable, "err", err)
+			select {
+			case <-ctx.Done():
+				return false
+			case <-time.After(time.Second):
+			}
+		}
+	}
 	var wg sync.WaitGroup
 	// Work runs on its own context: a shutdown lets in-flight messages finish and ack.
 	work := context.WithoutCancel(ctx)
@@ -293,31 +337,24 @@ func (s *Subscriber) Run(ctx context.Context) error {
 		if err != nil {
 			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
 				mu.Lock()
-				if stopping || !restarts {
-					mu.Unlock()
+				stop := stopping
+				mu.Unlock()
+				if stop || !repull() {
 					break
 				}
-				restarts = false
-				next, perr := pull()
-				if perr != nil {
-					// Keep the closed iterator: the next round retries through the watchdog.
-					s.log.Warn("re-creating the EventBus pull", "err", perr)
-					restarts = true
-					mu.Unlock()
-					select {
-					case <-ctx.Done():
-					case <-time.After(time.Second):
-					}
-					continue
-				}
-				iter = next
-				mu.Unlock()
+				continue
+			}
+			if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
+				s.bound.Store(false)
+				s.log.Warn("EventBus consumer deleted: re-creating it", "consumer", s.opts.Durable)
+				it.Stop() // the next round re-binds (repull)
 				continue
 			}
 			s.log.Warn("pulling from the EventBus", "err", err)
 			continue
 		}
 		lastMsg.Store(time.Now().UnixNano())
+		received.Store(time.Now().UnixNano())
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
@@ -330,9 +367,23 @@ func (s *Subscriber) Run(ctx context.Context) error {
 	return nil
 }
 
+// bindConsumer returns the durable consumer cfg.Durable of stream, creating it with cfg
+// when it does not exist (first start, or deleted meanwhile); another replica creating
+// it at the same moment is fine.
+func bindConsumer(ctx context.Context, stream jetstream.Stream, cfg jetstream.ConsumerConfig) (jetstream.Consumer, error) {
+	cons, err := stream.Consumer(ctx, cfg.Durable)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		cons, err = stream.CreateConsumer(ctx, cfg)
+		if errors.Is(err, jetstream.ErrConsumerExists) { // another replica won the race
+			cons, err = stream.Consumer(ctx, cfg.Durable)
+		}
+	}
+	return cons, err
+}
+
 // watchdog checks every StallTimeout/4 whether the pull is stalled (see stalled) and
 // then calls restart, which makes Run re-create the pull iterator.
-func (s *Subscriber) watchdog(ctx context.Context, cons jetstream.Consumer, sem chan struct{}, lastMsg *atomic.Int64, restart func()) {
+func (s *Subscriber) watchdog(ctx context.Context, consumer func() jetstream.Consumer, sem chan struct{}, lastMsg *atomic.Int64, restart func()) {
 	t := time.NewTicker(s.opts.StallTimeout / 4)
 	defer t.Stop()
 	for {
@@ -346,8 +397,16 @@ func (s *Subscriber) watchdog(ctx context.Context, cons jetstream.Consumer, sem 
 			continue
 		}
 		ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		info, err := cons.Info(ictx)
+		info, err := consumer().Info(ictx)
 		cancel()
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			// Deleted (e.g. the stream was re-created): re-bind, which re-creates it.
+			s.bound.Store(false)
+			s.log.Warn("EventBus consumer gone: re-creating it", "consumer", s.opts.Durable)
+			lastMsg.Store(time.Now().UnixNano())
+			restart()
+			continue
+		}
 		if err != nil {
 			continue // disconnected: the client reconnects; Health reports it
 		}
@@ -443,7 +502,7 @@ func (s *Subscriber) handle(ctx context.Context, msg jetstream.Msg) {
 		// connection drops mid-ack the reply never comes, and waiting for it would hold
 		// this in-flight slot for the whole HandleTimeout (the stall seen after a NATS
 		// restart). An unconfirmed ack is at worst a redelivery, handled idempotently.
-		actx, cancel := context.WithTimeout(ctx, AckConfirmTimeout)
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), AckConfirmTimeout)
 		err := msg.DoubleAck(actx)
 		cancel()
 		if err != nil {

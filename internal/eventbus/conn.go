@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -65,8 +66,13 @@ func Refused(err error) bool {
 	var invalid x509.CertificateInvalidError
 	var verify *tls.CertificateVerificationError
 	var header tls.RecordHeaderError
+	var alert tls.AlertError
+	// A TLS alert from the server (e.g. "certificate required" under mutual TLS) reaches a
+	// TCP client as a net.OpError "remote error: tls: ...", its alert type unexported.
+	var op *net.OpError
+	remoteTLS := errors.As(err, &op) && op.Op == "remote error" || strings.Contains(err.Error(), "remote error: tls:")
 	return errors.As(err, &unknownAuthority) || errors.As(err, &hostname) || errors.As(err, &invalid) ||
-		errors.As(err, &verify) || errors.As(err, &header) ||
+		errors.As(err, &verify) || errors.As(err, &header) || errors.As(err, &alert) || remoteTLS ||
 		strings.Contains(strings.ToLower(err.Error()), "authorization violation")
 }
 
