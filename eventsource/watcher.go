@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"maps"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -59,8 +58,6 @@ type Watcher struct {
 
 	mu      sync.Mutex
 	handled int64
-	// stopping is set when Run's ctx ends: queued items are dropped, not handled.
-	stopping atomic.Bool
 }
 
 // StopGrace is how long a stopping watcher lets the attaches in progress finish before
@@ -144,7 +141,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for w.processNext(work) {
+			for w.processNext(ctx, work) {
 			}
 		}()
 	}
@@ -158,8 +155,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 	<-ctx.Done()
 	// Queued ReplicaSets are dropped, not drained: the watcher is level-triggered, and the
 	// next start (or another replica's resync) handles them.
-	w.stopping.Store(true) // workers take no new item (ShutDown alone would hand out the rest)
-	w.queue.ShutDown()
+	w.queue.ShutDown() // with ctx done, workers take no new item (ShutDown alone would hand out the rest)
 	stop := time.AfterFunc(StopGrace, cancelWork)
 	defer stop.Stop()
 	wg.Wait()
@@ -192,16 +188,18 @@ func (w *Watcher) enqueue(obj any) {
 	}
 }
 
-func (w *Watcher) processNext(ctx context.Context) bool {
+// processNext handles one queued ReplicaSet under work; once ctx (Run's) has ended it
+// takes no new item.
+func (w *Watcher) processNext(ctx, work context.Context) bool {
 	key, quit := w.queue.Get()
 	if quit {
 		return false
 	}
 	defer w.queue.Done(key)
-	if w.stopping.Load() {
-		return false // dropped: the watcher is level-triggered (the next start handles it)
+	if ctx.Err() != nil {
+		return false // stopping: dropped, the watcher is level-triggered (the next start handles it)
 	}
-	err := w.handle(ctx, key)
+	err := w.handle(work, key)
 	w.mu.Lock()
 	w.handled++
 	w.mu.Unlock()

@@ -264,10 +264,8 @@ func (s *Subscriber) Run(ctx context.Context) error {
 		iter     = first
 		current  = cons
 		stopping bool
-		lastMsg  atomic.Int64 // last message or watchdog action (the watchdog's idle clock)
-		received atomic.Int64 // last message received (where a re-created consumer starts)
+		received atomic.Int64 // when the last message arrived (or Run began)
 	)
-	lastMsg.Store(time.Now().UnixNano())
 	received.Store(time.Now().UnixNano())
 	go func() {
 		<-ctx.Done()
@@ -282,7 +280,7 @@ func (s *Subscriber) Run(ctx context.Context) error {
 		defer mu.Unlock()
 		return current
 	}
-	go s.watchdog(ctx, consumer, sem, &lastMsg, func() {
+	go s.watchdog(ctx, consumer, sem, &received, func() {
 		mu.Lock()
 		defer mu.Unlock()
 		if !stopping {
@@ -353,7 +351,6 @@ func (s *Subscriber) Run(ctx context.Context) error {
 			s.log.Warn("pulling from the EventBus", "err", err)
 			continue
 		}
-		lastMsg.Store(time.Now().UnixNano())
 		received.Store(time.Now().UnixNano())
 		sem <- struct{}{}
 		wg.Add(1)
@@ -382,17 +379,19 @@ func bindConsumer(ctx context.Context, stream jetstream.Stream, cfg jetstream.Co
 }
 
 // watchdog checks every StallTimeout/4 whether the pull is stalled (see stalled) and
-// then calls restart, which makes Run re-create the pull iterator.
-func (s *Subscriber) watchdog(ctx context.Context, consumer func() jetstream.Consumer, sem chan struct{}, lastMsg *atomic.Int64, restart func()) {
+// then calls restart, which makes Run re-create the pull iterator. received is when the
+// last message arrived; idle time counts from it or from the watchdog's last restart.
+func (s *Subscriber) watchdog(ctx context.Context, consumer func() jetstream.Consumer, sem chan struct{}, received *atomic.Int64, restart func()) {
 	t := time.NewTicker(s.opts.StallTimeout / 4)
 	defer t.Stop()
+	var restarted time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		idle := time.Since(time.Unix(0, lastMsg.Load()))
+		idle := time.Since(time.Unix(0, max(received.Load(), restarted.UnixNano())))
 		if idle < s.opts.StallTimeout {
 			continue
 		}
@@ -403,7 +402,7 @@ func (s *Subscriber) watchdog(ctx context.Context, consumer func() jetstream.Con
 			// Deleted (e.g. the stream was re-created): re-bind, which re-creates it.
 			s.bound.Store(false)
 			s.log.Warn("EventBus consumer gone: re-creating it", "consumer", s.opts.Durable)
-			lastMsg.Store(time.Now().UnixNano())
+			restarted = time.Now()
 			restart()
 			continue
 		}
@@ -412,7 +411,7 @@ func (s *Subscriber) watchdog(ctx context.Context, consumer func() jetstream.Con
 		}
 		if stalled(idle, s.opts.StallTimeout, info.NumPending, info.NumAckPending, info.Config.MaxAckPending, len(sem), cap(sem)) {
 			s.log.Warn("EventBus pull stalled: re-creating it", "pending", info.NumPending, "idle", idle.Round(time.Second))
-			lastMsg.Store(time.Now().UnixNano())
+			restarted = time.Now()
 			restart()
 		}
 	}
