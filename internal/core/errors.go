@@ -20,7 +20,28 @@ var (
 	ErrRefused = errors.New("refused")
 	// ErrUnavailable: a transient failure talking to the cluster; retrying may succeed.
 	ErrUnavailable = errors.New("cluster unavailable")
+	// ErrPermanent: the cluster answered, and a retry cannot help until someone changes
+	// something (RBAC forbids the write, an admission webhook or policy denies it, the
+	// object is invalid or too large). Edges answer it permanently (gRPC
+	// FailedPrecondition or PermissionDenied, HTTP 4xx, JetStream Term) and count it as
+	// given up. Writes made before it (to other objects) stay; they are idempotent.
+	ErrPermanent = errors.New("permanent failure")
 )
+
+// PermanentError is an ErrPermanent naming the object and the apiserver's cause.
+type PermanentError struct {
+	// Object is "Kind namespace/name" of the object the write was refused for.
+	Object string
+	// Cause is the apiserver's error (apierrors.IsForbidden, IsInvalid, ...).
+	Cause error
+}
+
+func (e *PermanentError) Error() string {
+	return fmt.Sprintf("%s: %s: %v", e.Object, ErrPermanent, e.Cause)
+}
+
+// Unwrap makes errors.Is(err, ErrPermanent) true and keeps the cause reachable.
+func (e *PermanentError) Unwrap() []error { return []error{ErrPermanent, e.Cause} }
 
 // FieldError is an ErrInvalid naming the offending input field (a spec key such as
 // "configMaps", or a payload path such as "body.metadata.name").
