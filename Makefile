@@ -14,8 +14,9 @@ export CONFIGMAP_ATTACHER_BIN_DIR := $(BIN)
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
 
-build: ## build bin/configmap-attacher
+build: ## build bin/configmap-attacher (what ships) and bin/configmap-attacher-dev (it plus dev and demo: make run, make demo)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/configmap-attacher ./cmd/configmap-attacher
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/configmap-attacher-dev ./cmd/configmap-attacher-dev
 
 tools: ## build the pinned etcd, kube-apiserver, kube-controller-manager and argo-events into bin/ (first run: minutes)
 	@hack/tools/build.sh
@@ -38,10 +39,10 @@ lint: ## go vet + gofmt check
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 run: tools-controlplane build ## run the service on the embedded default (local control plane + NATS + every ingress path); Ctrl-C stops
-	$(BIN)/configmap-attacher dev
+	$(BIN)/configmap-attacher-dev dev
 
 demo: tools-controlplane build ## a scripted canary on the embedded default, printed as a timeline; exit 0 only if every step held
-	$(BIN)/configmap-attacher demo
+	$(BIN)/configmap-attacher-dev demo
 
 clean: ## remove bin/
 	rm -rf $(BIN)
@@ -66,7 +67,7 @@ bench: tools build ## run the benchmarks on the local control plane; one table, 
 
 # --- fuzzing (docs/reliability.md) ---
 # package:target pairs; -short keeps each package's TestMain from starting a control plane.
-FUZZ_TARGETS := ./eventsource:FuzzDecode ./trigger:FuzzParseSpec ./trigger:FuzzHTTPEvent ./sensor:FuzzMessage ./internal/cluster:FuzzSpecFromSecret
+FUZZ_TARGETS := ./internal/event:FuzzDecode ./trigger:FuzzParseSpec ./trigger:FuzzHTTPEvent ./internal/eventbus:FuzzMessage ./internal/cluster:FuzzSpecFromSecret
 FUZZ_SHORT ?= 10s
 FUZZ_TIME ?= 10m
 

@@ -3,6 +3,7 @@ package eventsource_test
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"testing"
 	"time"
 
@@ -14,8 +15,14 @@ import (
 
 	"github.com/configmap-attacher/configmap-attacher/eventsource"
 	"github.com/configmap-attacher/configmap-attacher/internal/controlplane"
+	"github.com/configmap-attacher/configmap-attacher/internal/event"
 	"github.com/configmap-attacher/configmap-attacher/internal/natsserver"
+	"github.com/configmap-attacher/configmap-attacher/internal/testfix"
 )
+
+var sharedCP *controlplane.ControlPlane
+
+func TestMain(m *testing.M) { os.Exit(controlplane.TestMain(m, &sharedCP)) }
 
 // The eventsource command's Source publishes existing and new ReplicaSets as ADD events in
 // Argo Events' resource event format, which the shared decoder reads back.
@@ -26,7 +33,7 @@ func TestSourcePublishesArgoResourceEvents(t *testing.T) {
 	const ns = "source"
 	_, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	existing := createRS(t, kc, ns, "before", "cfg")
+	existing := testfix.CreateReplicaSet(t, kc, ns, "before", "cfg")
 
 	srv, err := natsserver.Start(ctx, natsserver.Options{})
 	require.NoError(t, err)
@@ -46,11 +53,11 @@ func TestSourcePublishesArgoResourceEvents(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- src.Run(runCtx) }()
 	defer func() { cancel(); <-done }()
-	created := createRS(t, kc, ns, "after", "cfg")
+	created := testfix.CreateReplicaSet(t, kc, ns, "after", "cfg")
 
 	cons, err := stream.CreateConsumer(ctx, jetstream.ConsumerConfig{FilterSubject: "default.replicasets.replicaset-add", AckPolicy: jetstream.AckNonePolicy})
 	require.NoError(t, err)
-	seen := map[string]eventsource.Decoded{}
+	seen := map[string]event.Decoded{}
 	deadline := time.Now().Add(20 * time.Second)
 	for len(seen) < 2 && time.Now().Before(deadline) {
 		batch, err := cons.Fetch(2, jetstream.FetchMaxWait(time.Second))
@@ -62,7 +69,7 @@ func TestSourcePublishesArgoResourceEvents(t *testing.T) {
 			assert.Equal(t, "replicasets", ce["source"])
 			assert.Equal(t, "replicaset-add", ce["subject"])
 			assert.NotEmpty(t, msg.Headers().Get(jetstream.MsgIDHeader), "de-duplication key, as Argo Events sets it")
-			d, err := eventsource.Decode(msg.Data())
+			d, err := event.Decode(msg.Data())
 			require.NoError(t, err)
 			seen[d.Event.Name] = d
 		}

@@ -7,13 +7,15 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"github.com/configmap-attacher/configmap-attacher/internal/core"
+	"github.com/configmap-attacher/configmap-attacher/internal/dispatch"
 	"net/http"
 	"os"
 	"strings"
 )
 
 // ErrUnauthenticated means an HTTP request carried no valid bearer token (HTTP 401).
-var ErrUnauthenticated = errors.New("unauthenticated")
+var ErrUnauthenticated = dispatch.ErrUnauthenticated
 
 // MaxTokenBytes bounds a bearer-token file.
 const MaxTokenBytes = 4096
@@ -76,7 +78,7 @@ func (a *bearerAuth) valid(r *http.Request) bool {
 // wrap returns next behind the bearer-token check (next itself when a is nil). A
 // request without a valid token gets 401 with a WWW-Authenticate challenge; the token
 // sent is never echoed or logged.
-func (a *bearerAuth) wrap(next http.Handler, m *Metrics) http.Handler {
+func (a *bearerAuth) wrap(next http.Handler, d *dispatch.Dispatcher) http.Handler {
 	if a == nil {
 		return next
 	}
@@ -91,11 +93,10 @@ func (a *bearerAuth) wrap(next http.Handler, m *Metrics) http.Handler {
 			challenge += `, error="invalid_token"`
 			msg = "the bearer token is not valid"
 		}
-		if m != nil {
-			m.events.WithLabelValues("", "http", "unauthenticated").Inc()
-		}
+		err := fmt.Errorf("%w: %s", ErrUnauthenticated, msg)
+		d.Reject(r.Context(), dispatch.PathHTTP, core.Event{}, err)
 		w.Header().Set("WWW-Authenticate", challenge)
-		writeJSON(w, http.StatusUnauthorized, errorBody{Error: fmt.Sprintf("%v: %s", ErrUnauthenticated, msg)})
+		writeJSON(w, http.StatusUnauthorized, errorBody{Error: err.Error()})
 	})
 }
 

@@ -9,13 +9,15 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/configmap-attacher/configmap-attacher/internal/dispatch"
 )
 
 const testToken = "tok-9f8e7d6c5b4a"
 
 func TestHTTPBearerToken(t *testing.T) {
 	for _, public := range []bool{false, true} {
-		f := newFixture(t, Config{})
+		f := newFixture(t, dispatch.Config{})
 		ts := newHTTP(t, f, HTTPOptions{AuthToken: []byte(testToken), PublicMetrics: public})
 		for _, tc := range []struct {
 			name, method, path, auth string

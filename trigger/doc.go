@@ -1,11 +1,9 @@
-// Package trigger serves the configmap-attacher core to event sources: a gRPC server
-// implementing Argo Events' custom trigger protocol (Trigger service of
+// Package trigger holds the two ways in that an Argo Events Sensor triggers: a gRPC
+// server implementing Argo Events' custom trigger protocol (Trigger service of
 // github.com/argoproj/argo-events/pkg/sensors/triggers) and an HTTP receiver for
 // CloudEvents (binary and structured mode) and plain JSON (Argo Events' HTTP trigger).
 //
-// The package is an adapter: payloads are decoded by package eventsource, the work is
-// done by core.Attacher, and the core's sentinel errors are mapped to transport answers
-// only here (ErrInvalid → InvalidArgument / 400, ErrRefused → FailedPrecondition / 409,
-// ErrUnavailable → Unavailable / 503, a server-side timeout → DeadlineExceeded / 503,
-// too many events in flight → ResourceExhausted / 429).
+// Both are thin adapters over package dispatch: they decode the spec and the payload,
+// call the dispatcher, and map its answer class to a gRPC code or an HTTP status (the
+// table in docs/design.md, "Answers"); nothing else is decided here.
 package trigger

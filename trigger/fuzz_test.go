@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
+	"github.com/configmap-attacher/configmap-attacher/internal/dispatch"
 )
 
 // FuzzParseSpec: any spec document either parses, and then its normalised form parses
@@ -19,7 +20,7 @@ func FuzzParseSpec(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, doc []byte) {
-		o, err := ParseSpec(doc)
+		o, err := ParseSpec(doc, core.ParseSpec)
 		if err != nil {
 			var fe *core.FieldError
 			if !errors.Is(err, core.ErrInvalid) || !errors.As(err, &fe) || fe.Field == "" {
@@ -34,7 +35,7 @@ func FuzzParseSpec(f *testing.F) {
 		if err != nil {
 			t.Fatalf("NormalizedSpec: %v", err)
 		}
-		again, err := ParseSpec(js)
+		again, err := ParseSpec(js, core.ParseSpec)
 		if err != nil {
 			t.Fatalf("the normalised spec %s does not parse: %v", js, err)
 		}
@@ -45,7 +46,7 @@ func FuzzParseSpec(f *testing.F) {
 }
 
 // FuzzHTTPEvent: whatever a client sends (body, content type, binary-mode CloudEvent
-// headers, query), the receiver answers with a status of DESIGN rule 8, never a 500 or a
+// headers, query), the receiver answers with a status of safety rule 8 (docs/design.md), never a 500 or a
 // panic, and with bad input writes nothing.
 func FuzzHTTPEvent(f *testing.F) {
 	f.Add([]byte(rsPayload("web-1", "")), "application/json", "", "", "")
@@ -54,8 +55,8 @@ func FuzzHTTPEvent(f *testing.F) {
 	f.Add([]byte(`{"specversion":"1.0","id":"1","source":"s","type":"add","data":{"type":"ADD","body":{"kind":"ReplicaSet","metadata":{"name":"web-1","namespace":"shop"}}}}`), "application/cloudevents+json", "", "", "")
 	f.Add([]byte("{}"), "text/plain", "", "", "selector=a)(")
 	f.Add([]byte("\xff\xfe"), "application/json; charset=\"", "0.3", "", "%zz")
-	fx := newFixture(f, Config{})
-	h := NewHTTPServer(fx.svc, nil, HTTPOptions{MaxBodyBytes: 64 << 10}).Handler()
+	fx := newFixture(f, dispatch.Config{})
+	h := NewHTTPServer(fx.d, nil, HTTPOptions{MaxBodyBytes: 64 << 10}).Handler()
 	allowed := map[int]bool{200: true, 400: true, 409: true, 413: true, 415: true}
 	f.Fuzz(func(t *testing.T, body []byte, ct, specversion, ceType, query string) {
 		if strings.ContainsAny(ct+specversion+ceType, "\r\n\x00") {

@@ -16,17 +16,17 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
-	"github.com/configmap-attacher/configmap-attacher/eventsource"
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
+	"github.com/configmap-attacher/configmap-attacher/internal/dispatch"
+	"github.com/configmap-attacher/configmap-attacher/internal/event"
 )
 
 // MaxGRPCMessageBytes bounds a gRPC request (spec plus payload).
-const MaxGRPCMessageBytes = eventsource.MaxPayloadBytes + MaxSpecBytes + 4096
+const MaxGRPCMessageBytes = event.MaxPayloadBytes + MaxSpecBytes + 4096
 
 // GRPCServer serves Argo Events' custom trigger protocol (the Trigger service) over a
 // listener, plus the standard gRPC health service.
 type GRPCServer struct {
-	svc      *Service
 	lis      net.Listener
 	srv      *grpc.Server
 	health   *health.Server
@@ -41,8 +41,8 @@ type GRPCOptions struct {
 	ShutdownTimeout time.Duration
 }
 
-// NewGRPCServer returns a server for svc on lis. Run serves it.
-func NewGRPCServer(svc *Service, lis net.Listener, o GRPCOptions) *GRPCServer {
+// NewGRPCServer returns a server for d on lis. Run serves it.
+func NewGRPCServer(d *dispatch.Dispatcher, lis net.Listener, o GRPCOptions) *GRPCServer {
 	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxGRPCMessageBytes)}
 	if o.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(o.TLS)))
@@ -50,8 +50,8 @@ func NewGRPCServer(svc *Service, lis net.Listener, o GRPCOptions) *GRPCServer {
 	if o.ShutdownTimeout <= 0 {
 		o.ShutdownTimeout = 30 * time.Second
 	}
-	s := &GRPCServer{svc: svc, lis: lis, srv: grpc.NewServer(opts...), health: health.NewServer(), shutdown: o.ShutdownTimeout}
-	triggers.RegisterTriggerServer(s.srv, &triggerServer{svc: svc})
+	s := &GRPCServer{lis: lis, srv: grpc.NewServer(opts...), health: health.NewServer(), shutdown: o.ShutdownTimeout}
+	triggers.RegisterTriggerServer(s.srv, &triggerServer{d: d})
 	healthpb.RegisterHealthServer(s.srv, s.health)
 	return s
 }
@@ -85,21 +85,21 @@ func (s *GRPCServer) Run(ctx context.Context) error {
 	return nil
 }
 
-// triggerServer implements triggers.TriggerServer on a Service.
+// triggerServer implements triggers.TriggerServer over the dispatcher.
 type triggerServer struct {
-	svc *Service
+	d *dispatch.Dispatcher
 }
 
 var _ triggers.TriggerServer = (*triggerServer)(nil)
 
 // FetchResource validates the custom trigger spec (YAML or JSON) and returns the
-// normalised spec as JSON, so that the Sensor's parameters can be applied to it.
-// A bad spec is InvalidArgument naming the key.
+// normalised spec as JSON (every key with its effective value on this service), so that
+// the Sensor's parameters can be applied to it. A bad spec is InvalidArgument naming
+// the key.
 func (t *triggerServer) FetchResource(ctx context.Context, req *triggers.FetchResourceRequest) (*triggers.FetchResourceResponse, error) {
-	opts, err := ParseSpec(req.GetResource())
+	opts, err := ParseSpec(req.GetResource(), t.d.ParseSpec)
 	if err != nil {
-		t.svc.metrics.Reject("grpc", err)
-		return nil, GRPCError(err)
+		return nil, GRPCError(t.d.Reject(ctx, dispatch.PathGRPC, core.Event{}, err).Err)
 	}
 	b, err := NormalizedSpec(opts)
 	if err != nil {
@@ -108,34 +108,28 @@ func (t *triggerServer) FetchResource(ctx context.Context, req *triggers.FetchRe
 	return &triggers.FetchResourceResponse{Resource: b}, nil
 }
 
-// Execute runs the core for one event: resource is the normalised spec (after the
-// Sensor's parameters), payload the event in any form eventsource.Decode accepts. The
-// response is a Response as JSON. A non-ADD event is acknowledged as ignored. Errors:
-// InvalidArgument (bad spec, payload or cluster, field named), FailedPrecondition
-// (refused by a safety rule), Unavailable, DeadlineExceeded (server-side timeout),
-// ResourceExhausted (too many events in flight), Unimplemented. A permanent failure of
-// some object is not an error here: the response reports it and ApplyPolicy fails.
+// Execute runs one event: resource is the normalised spec (after the Sensor's
+// parameters), payload the event in any form event.Decode accepts. The response is a
+// dispatch.Response as JSON. A non-ADD event is acknowledged as ignored. Errors: the
+// answer's class as a gRPC code (GRPCError). An unclassified failure of some object is
+// not an error here: the response reports it and ApplyPolicy fails.
 func (t *triggerServer) Execute(ctx context.Context, req *triggers.ExecuteRequest) (*triggers.ExecuteResponse, error) {
-	opts, err := ParseSpec(req.GetResource())
+	opts, err := ParseSpec(req.GetResource(), t.d.ParseSpec)
 	if err != nil {
-		t.svc.metrics.Reject("grpc", err)
-		return nil, GRPCError(err)
+		return nil, GRPCError(t.d.Reject(ctx, dispatch.PathGRPC, core.Event{}, err).Err)
 	}
-	d, err := eventsource.Decode(req.GetPayload())
-	var resp Response
-	switch {
-	case errors.Is(err, eventsource.ErrNotAdd):
-		resp = t.svc.Ignore("grpc", d, err)
-	case err != nil:
-		t.svc.metrics.Reject("grpc", err)
-		return nil, GRPCError(err)
+	var a dispatch.Answer
+	if dec, err := event.Decode(req.GetPayload()); err != nil {
+		a = t.d.Reject(ctx, dispatch.PathGRPC, dec.Event, err)
+	} else {
+		a = t.d.Dispatch(ctx, dispatch.Request{Path: dispatch.PathGRPC, Options: opts, Event: dec.CoreEvent()})
+	}
+	switch a.Class {
+	case dispatch.ClassOK, dispatch.ClassIgnored, dispatch.ClassFailed:
 	default:
-		resp, err = t.svc.Handle(ctx, "grpc", opts, d)
-		if err != nil && Classify(err) != ClassFailed {
-			return nil, GRPCError(err)
-		}
+		return nil, GRPCError(a.Err)
 	}
-	b, err := json.Marshal(resp)
+	b, err := json.Marshal(a.Response)
 	if err != nil {
 		return nil, GRPCError(fmt.Errorf("encoding the result: %w", err))
 	}
@@ -146,7 +140,7 @@ func (t *triggerServer) Execute(ctx context.Context, req *triggers.ExecuteReques
 // the message summarises the outcome counts. A request that is not a Response is
 // InvalidArgument.
 func (t *triggerServer) ApplyPolicy(ctx context.Context, req *triggers.ApplyPolicyRequest) (*triggers.ApplyPolicyResponse, error) {
-	var resp Response
+	var resp dispatch.Response
 	if err := json.Unmarshal(req.GetRequest(), &resp); err != nil {
 		return nil, GRPCError(core.Invalidf("request", "not an Execute response: %s", core.Clip(err.Error())))
 	}

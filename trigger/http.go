@@ -19,8 +19,9 @@ import (
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/configmap-attacher/configmap-attacher/eventsource"
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
+	"github.com/configmap-attacher/configmap-attacher/internal/dispatch"
+	"github.com/configmap-attacher/configmap-attacher/internal/event"
 )
 
 // SpecHeaderPrefix prefixes the HTTP headers that carry trigger spec keys, e.g.
@@ -32,7 +33,7 @@ type HTTPOptions struct {
 	// TLS, when set, serves HTTPS.
 	TLS *tls.Config
 	// MaxBodyBytes bounds a request body (413 beyond); zero means
-	// eventsource.MaxPayloadBytes.
+	// event.MaxPayloadBytes.
 	MaxBodyBytes int64
 	// ShutdownTimeout bounds the graceful shutdown; zero means 30s.
 	ShutdownTimeout time.Duration
@@ -42,6 +43,9 @@ type HTTPOptions struct {
 	AuthToken []byte
 	// PublicMetrics serves /metrics without the token.
 	PublicMetrics bool
+	// Ready reports readiness for /readyz with detail lines (one per cluster and
+	// component); nil means always ready.
+	Ready func() (bool, string)
 }
 
 // HTTPServer is the HTTP receiver:
@@ -50,15 +54,17 @@ type HTTPOptions struct {
 //	              Events' HTTP trigger); the trigger spec comes from query parameters
 //	              (?configMaps=a,b&dryRun=true) or X-Configmap-Attacher-<Key> headers.
 //	              200 with the JSON Response; 400 bad input (JSON {"error","field"});
-//	              409 refused by a safety rule; 413 body too large; 415 content type
-//	              not JSON / CloudEvents; 429 too many events in flight; 503 cluster
-//	              unavailable, timeout or shutting down (both with Retry-After); 500 an
-//	              object failed permanently (the JSON Response says which).
+//	              401 no valid bearer token; 403 RBAC forbade a write; 409 refused by
+//	              a safety rule; 413 body too large; 415 content type not JSON /
+//	              CloudEvents; 422 a write refused for good (admission, invalid
+//	              object); 429 too many events in flight; 503 cluster unavailable,
+//	              timeout or shutting down (both with Retry-After); 500 otherwise.
 //	GET /healthz  200 while the process serves.
 //	GET /readyz   200 once the caches have synced, 503 before and while shutting down.
 //	GET /metrics  Prometheus metrics.
 type HTTPServer struct {
-	svc      *Service
+	d        *dispatch.Dispatcher
+	ready    func() (bool, string)
 	lis      net.Listener
 	srv      *http.Server
 	maxBody  int64
@@ -67,10 +73,10 @@ type HTTPServer struct {
 	auth     *bearerAuth
 }
 
-// NewHTTPServer returns an HTTP receiver for svc on lis. Run serves it.
-func NewHTTPServer(svc *Service, lis net.Listener, o HTTPOptions) *HTTPServer {
+// NewHTTPServer returns an HTTP receiver for d on lis. Run serves it.
+func NewHTTPServer(d *dispatch.Dispatcher, lis net.Listener, o HTTPOptions) *HTTPServer {
 	if o.MaxBodyBytes <= 0 {
-		o.MaxBodyBytes = eventsource.MaxPayloadBytes
+		o.MaxBodyBytes = event.MaxPayloadBytes
 	}
 	if o.ShutdownTimeout <= 0 {
 		o.ShutdownTimeout = 30 * time.Second
@@ -78,7 +84,10 @@ func NewHTTPServer(svc *Service, lis net.Listener, o HTTPOptions) *HTTPServer {
 	if o.TLS != nil {
 		lis = tls.NewListener(lis, o.TLS)
 	}
-	s := &HTTPServer{svc: svc, lis: lis, maxBody: o.MaxBodyBytes, shutdown: o.ShutdownTimeout,
+	if o.Ready == nil {
+		o.Ready = func() (bool, string) { return true, "" }
+	}
+	s := &HTTPServer{d: d, ready: o.Ready, lis: lis, maxBody: o.MaxBodyBytes, shutdown: o.ShutdownTimeout,
 		auth: newBearerAuth(o.AuthToken, o.PublicMetrics)}
 	s.srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
 		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
@@ -94,17 +103,19 @@ func (s *HTTPServer) Handler() http.Handler {
 	mux.HandleFunc("/", s.serveEvent)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { plain(w, http.StatusOK, "ok") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		switch {
-		case s.stopping.Load():
+		if s.stopping.Load() {
 			plain(w, http.StatusServiceUnavailable, "shutting down")
-		case !s.svc.Ready():
-			plain(w, http.StatusServiceUnavailable, withDetail("not ready", s.svc.ReadyDetail()))
-		default:
-			plain(w, http.StatusOK, withDetail("ok", s.svc.ReadyDetail()))
+			return
 		}
+		ok, detail := s.ready()
+		if !ok {
+			plain(w, http.StatusServiceUnavailable, withDetail("not ready", detail))
+			return
+		}
+		plain(w, http.StatusOK, withDetail("ok", detail))
 	})
-	mux.Handle("/metrics", promhttp.HandlerFor(s.svc.metrics.Registry, promhttp.HandlerOpts{}))
-	return s.auth.wrap(mux, s.svc.metrics)
+	mux.Handle("/metrics", promhttp.HandlerFor(s.d.Metrics().Registry, promhttp.HandlerOpts{}))
+	return s.auth.wrap(mux, s.d)
 }
 
 // Run serves until ctx ends, then shuts down gracefully: /readyz turns 503, new
@@ -153,18 +164,19 @@ func (s *HTTPServer) serveEvent(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, status, body)
 }
 
-func (s *HTTPServer) reject(status int, err error) (int, any) {
-	s.svc.metrics.Reject("http", err)
+// reject answers a request refused before dispatch; status 0 means the error's own.
+func (s *HTTPServer) reject(r *http.Request, status int, err error) (int, any) {
+	s.d.Reject(r.Context(), dispatch.PathHTTP, core.Event{}, err)
 	if status == 0 {
 		status = HTTPStatus(err)
 	}
-	return status, errorBody{Error: err.Error(), Field: FieldOf(err)}
+	return status, errorBody{Error: err.Error(), Field: dispatch.FieldOf(err)}
 }
 
 // event handles POST / and returns the status and JSON body.
 func (s *HTTPServer) event(r *http.Request) (int, any) {
 	if s.stopping.Load() {
-		return s.reject(http.StatusServiceUnavailable, errors.New("shutting down; retry"))
+		return s.reject(r, http.StatusServiceUnavailable, errors.New("shutting down; retry"))
 	}
 	binary := r.Header.Get("Ce-Specversion") != ""
 	ct := r.Header.Get("Content-Type")
@@ -172,61 +184,61 @@ func (s *HTTPServer) event(r *http.Request) (int, any) {
 	if ct != "" {
 		var err error
 		if mt, _, err = mime.ParseMediaType(ct); err != nil {
-			return s.reject(http.StatusUnsupportedMediaType, fmt.Errorf("content type %q: %w", core.Clip(ct), err))
+			return s.reject(r, http.StatusUnsupportedMediaType, fmt.Errorf("content type %q: %w", core.Clip(ct), err))
 		}
 	}
 	switch {
 	case mt == "application/cloudevents-batch+json":
-		return s.reject(http.StatusUnsupportedMediaType, errors.New("CloudEvents batch mode is not supported; send one event per request"))
+		return s.reject(r, http.StatusUnsupportedMediaType, errors.New("CloudEvents batch mode is not supported; send one event per request"))
 	case mt == "application/cloudevents+json" && !binary:
-	case mt == "" || eventsource.IsJSONContentType(mt):
+	case mt == "" || event.IsJSONContentType(mt):
 	default:
-		return s.reject(http.StatusUnsupportedMediaType, fmt.Errorf("content type %q is not supported: send application/json, application/cloudevents+json, or a binary-mode CloudEvent with JSON data", core.Clip(mt)))
+		return s.reject(r, http.StatusUnsupportedMediaType, fmt.Errorf("content type %q is not supported: send application/json, application/cloudevents+json, or a binary-mode CloudEvent with JSON data", core.Clip(mt)))
 	}
 	if r.ContentLength > s.maxBody {
-		return s.reject(http.StatusRequestEntityTooLarge, fmt.Errorf("body is %d bytes, at most %d are accepted", r.ContentLength, s.maxBody))
+		return s.reject(r, http.StatusRequestEntityTooLarge, fmt.Errorf("body is %d bytes, at most %d are accepted", r.ContentLength, s.maxBody))
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, s.maxBody))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return s.reject(http.StatusRequestEntityTooLarge, fmt.Errorf("body exceeds %d bytes", s.maxBody))
+			return s.reject(r, http.StatusRequestEntityTooLarge, fmt.Errorf("body exceeds %d bytes", s.maxBody))
 		}
-		return s.reject(http.StatusBadRequest, fmt.Errorf("reading the body: %w", err))
+		return s.reject(r, http.StatusBadRequest, fmt.Errorf("reading the body: %w", err))
 	}
-	opts, err := specFromRequest(r)
+	opts, err := specFromRequest(r, s.d.ParseSpec)
 	if err != nil {
-		return s.reject(0, err)
+		return s.reject(r, 0, err)
 	}
-	var d eventsource.Decoded
+	var dec event.Decoded
 	if binary {
-		d, err = decodeBinary(r.Context(), r.Header, body)
+		dec, err = decodeBinary(r.Context(), r.Header, body)
 	} else {
-		d, err = eventsource.Decode(body)
+		dec, err = event.Decode(body)
 	}
-	if errors.Is(err, eventsource.ErrNotAdd) {
-		return http.StatusOK, s.svc.Ignore("http", d, err)
-	}
+	var a dispatch.Answer
 	if err != nil {
-		return s.reject(0, err)
+		a = s.d.Reject(r.Context(), dispatch.PathHTTP, dec.Event, err)
+	} else {
+		a = s.d.Dispatch(r.Context(), dispatch.Request{Path: dispatch.PathHTTP, Options: opts, Event: dec.CoreEvent()})
 	}
-	resp, err := s.svc.Handle(r.Context(), "http", opts, d)
-	if err != nil && Classify(err) != ClassFailed {
-		return HTTPStatus(err), errorBody{Error: err.Error(), Field: FieldOf(err)}
+	switch a.Class {
+	case dispatch.ClassOK, dispatch.ClassIgnored, dispatch.ClassFailed:
+		return HTTPStatus(a.Err), a.Response
 	}
-	return HTTPStatus(err), resp
+	return HTTPStatus(a.Err), errorBody{Error: a.Err.Error(), Field: dispatch.FieldOf(a.Err)}
 }
 
 // decodeBinary reads a binary-mode CloudEvent (ce-* headers, data in the body) with the
 // CloudEvents SDK and decodes it.
-func decodeBinary(ctx context.Context, h http.Header, body []byte) (eventsource.Decoded, error) {
+func decodeBinary(ctx context.Context, h http.Header, body []byte) (event.Decoded, error) {
 	msg := cehttp.NewMessage(h, io.NopCloser(bytes.NewReader(body)))
 	defer func() { _ = msg.Finish(nil) }()
 	ev, err := binding.ToEvent(ctx, msg)
 	if err != nil {
-		return eventsource.Decoded{}, core.Invalidf("cloudevent", "not a valid binary-mode CloudEvent: %s", core.Clip(core.OneLine(err.Error())))
+		return event.Decoded{}, core.Invalidf("cloudevent", "not a valid binary-mode CloudEvent: %s", core.Clip(core.OneLine(err.Error())))
 	}
-	return eventsource.DecodeEvent(*ev)
+	return event.DecodeEvent(*ev)
 }
 
 // specKeys maps lower-cased spec keys to their spelling.
@@ -241,7 +253,7 @@ var specKeys = func() map[string]string {
 // specFromRequest builds the trigger spec from query parameters and
 // X-Configmap-Attacher-<Key> headers. A key given twice with different values, or an
 // unknown key, is a *core.FieldError naming it.
-func specFromRequest(r *http.Request) (core.Options, error) {
+func specFromRequest(r *http.Request, parse SpecParser) (core.Options, error) {
 	spec := map[string]string{}
 	set := func(k, v string) error {
 		if canon, ok := specKeys[strings.ToLower(k)]; ok {
@@ -270,7 +282,7 @@ func specFromRequest(r *http.Request) (core.Options, error) {
 			}
 		}
 	}
-	return core.ParseSpec(spec)
+	return parse(spec)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -284,7 +296,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
-// withDetail appends detail lines (Config.ReadyDetail) to a /readyz message.
+// withDetail appends detail lines (HTTPOptions.Ready) to a /readyz message.
 func withDetail(msg, detail string) string {
 	if detail = strings.TrimRight(detail, "\n"); detail != "" {
 		return msg + "\n" + detail

@@ -17,8 +17,9 @@ import (
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
-	"github.com/configmap-attacher/configmap-attacher/eventsource"
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
+	"github.com/configmap-attacher/configmap-attacher/internal/dispatch"
+	"github.com/configmap-attacher/configmap-attacher/internal/event"
 )
 
 type answer struct {
@@ -61,14 +62,14 @@ func outcome(t *testing.T, a answer) string {
 
 func newHTTP(t *testing.T, f *fixture, o HTTPOptions) *httptest.Server {
 	t.Helper()
-	s := NewHTTPServer(f.svc, nil, o)
+	s := NewHTTPServer(f.d, nil, o)
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close)
 	return ts
 }
 
 func TestHTTPAnswers(t *testing.T) {
-	f := newFixture(t, Config{})
+	f := newFixture(t, dispatch.Config{})
 	ts := newHTTP(t, f, HTTPOptions{MaxBodyBytes: 64 << 10})
 	good := rsPayload("web-1", rsUID)
 	data := good
@@ -191,8 +192,8 @@ func mustReq(t *testing.T, method, url string) *http.Request {
 }
 
 func TestHTTPNotReady(t *testing.T) {
-	f := newFixture(t, Config{Ready: func() bool { return false }})
-	ts := newHTTP(t, f, HTTPOptions{})
+	f := newFixture(t, dispatch.Config{})
+	ts := newHTTP(t, f, HTTPOptions{Ready: func() (bool, string) { return false, "" }})
 	a := do(t, mustReq(t, http.MethodGet, ts.URL+"/readyz"))
 	assert.Equal(t, 503, a.status)
 	assert.Contains(t, a.raw, "not ready")
@@ -202,21 +203,21 @@ func TestHTTPNotReady(t *testing.T) {
 func TestHTTPRetryable(t *testing.T) {
 	good := rsPayload("web-1", rsUID)
 	t.Run("503 when the cluster is unavailable", func(t *testing.T) {
-		f := newFixture(t, Config{})
+		f := newFixture(t, dispatch.Config{})
 		f.reader.hook = func(context.Context) error { return apierrors.NewServiceUnavailable("down") }
 		a := post(t, newHTTP(t, f, HTTPOptions{}).URL+"/", "application/json", nil, good)
 		assert.Equal(t, 503, a.status, a.raw)
 		assert.Equal(t, "1", a.header.Get("Retry-After"))
 	})
 	t.Run("503 on the server-side timeout", func(t *testing.T) {
-		f := newFixture(t, Config{ExecuteTimeout: 50 * time.Millisecond})
+		f := newFixture(t, dispatch.Config{ExecuteTimeout: 50 * time.Millisecond})
 		f.reader.hook = func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
 		a := post(t, newHTTP(t, f, HTTPOptions{}).URL+"/", "application/json", nil, good)
 		assert.Equal(t, 503, a.status, a.raw)
 		assert.Contains(t, a.raw, "deadline")
 	})
 	t.Run("429 when too many are in flight", func(t *testing.T) {
-		f := newFixture(t, Config{MaxInFlight: 1})
+		f := newFixture(t, dispatch.Config{MaxInFlight: 1})
 		entered, release := make(chan struct{}), make(chan struct{})
 		var once sync.Once
 		f.reader.hook = func(context.Context) error { once.Do(func() { close(entered) }); <-release; return nil }
@@ -241,13 +242,13 @@ func TestHTTPRetryable(t *testing.T) {
 }
 
 func TestHTTPGracefulShutdown(t *testing.T) {
-	f := newFixture(t, Config{})
+	f := newFixture(t, dispatch.Config{})
 	entered, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	f.reader.hook = func(context.Context) error { once.Do(func() { close(entered) }); <-release; return nil }
 	lis, err := (&net0{}).listen()
 	require.NoError(t, err)
-	s := NewHTTPServer(f.svc, lis, HTTPOptions{ShutdownTimeout: 10 * time.Second})
+	s := NewHTTPServer(f.d, lis, HTTPOptions{ShutdownTimeout: 10 * time.Second})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
@@ -274,7 +275,7 @@ func TestHTTPGracefulShutdown(t *testing.T) {
 	assert.Equal(t, 200, <-first, "the in-flight request completes")
 	require.NoError(t, <-done)
 	assert.Len(t, f.owners(t), 1)
-	_ = eventsource.MaxPayloadBytes
+	_ = event.MaxPayloadBytes
 }
 
 type net0 struct{}

@@ -3,7 +3,6 @@ package trigger
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -30,8 +29,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/configmap-attacher/configmap-attacher/eventsource"
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
+	"github.com/configmap-attacher/configmap-attacher/internal/dispatch"
+	"github.com/configmap-attacher/configmap-attacher/internal/event"
 )
 
 // fakeReader reads through a fake clientset; hook, when set, runs before every
@@ -75,10 +75,10 @@ func rsPayload(name, uid string) string {
 type fixture struct {
 	kc     *fake.Clientset
 	reader *fakeReader
-	svc    *Service
+	d      *dispatch.Dispatcher
 }
 
-func newFixture(t testing.TB, cfg Config) *fixture {
+func newFixture(t testing.TB, cfg dispatch.Config) *fixture {
 	t.Helper()
 	kc := fake.NewClientset(
 		&appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "shop", UID: rsUID},
@@ -93,12 +93,12 @@ func newFixture(t testing.TB, cfg Config) *fixture {
 	r := &fakeReader{kc: kc}
 	a, err := core.NewAttacher(core.Config{Cluster: "in-cluster", Client: kc, Reader: r, Logger: discard()})
 	require.NoError(t, err)
-	cfg.Clusters, err = NewSingleCluster("", a)
+	cfg.Clusters, err = dispatch.NewSingleCluster("", a)
 	require.NoError(t, err)
 	cfg.Logger = discard()
-	svc, err := NewService(cfg)
+	svc, err := dispatch.New(cfg)
 	require.NoError(t, err)
-	return &fixture{kc: kc, reader: r, svc: svc}
+	return &fixture{kc: kc, reader: r, d: svc}
 }
 
 func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -119,11 +119,11 @@ func (f *fixture) patches() int {
 	return n
 }
 
-// grpcClient serves f.svc over bufconn and returns a Trigger client.
+// grpcClient serves f.d over bufconn and returns a Trigger client.
 func grpcClient(t *testing.T, f *fixture) triggers.TriggerClient {
 	t.Helper()
 	lis := bufconn.Listen(1 << 20)
-	srv := NewGRPCServer(f.svc, lis, GRPCOptions{ShutdownTimeout: time.Second})
+	srv := NewGRPCServer(f.d, lis, GRPCOptions{ShutdownTimeout: time.Second})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx) }()
@@ -152,7 +152,7 @@ func badField(t *testing.T, err error) string {
 }
 
 func TestFetchResource(t *testing.T) {
-	f := newFixture(t, Config{})
+	f := newFixture(t, dispatch.Config{})
 	client := grpcClient(t, f)
 	bomb := "a: &a [\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\"]\n"
 	for i, prev := 'b', 'a'; i <= 'j'; prev, i = i, i+1 {
@@ -199,7 +199,7 @@ func TestFetchResource(t *testing.T) {
 				assert.Equal(t, v, got[k], k)
 			}
 			// The normalised spec is accepted back unchanged (Execute receives it).
-			again, err := ParseSpec(resp.Resource)
+			again, err := ParseSpec(resp.Resource, core.ParseSpec)
 			require.NoError(t, err)
 			assert.Equal(t, got, again.Spec())
 		})
@@ -208,7 +208,7 @@ func TestFetchResource(t *testing.T) {
 }
 
 func TestExecute(t *testing.T) {
-	f := newFixture(t, Config{})
+	f := newFixture(t, dispatch.Config{})
 	client := grpcClient(t, f)
 	ctx := context.Background()
 	spec := func(s map[string]string) []byte {
@@ -234,7 +234,7 @@ func TestExecute(t *testing.T) {
 			{"payload without name", `{}`, `{"body":{"kind":"ReplicaSet","metadata":{"namespace":"shop"}}}`, codes.InvalidArgument, "body.metadata.name"},
 			{"hostile name", `{}`, `{"body":{"kind":"ReplicaSet","metadata":{"name":"../../x","namespace":"shop"}}}`, codes.InvalidArgument, "body.metadata.name"},
 			{"deep payload", `{}`, strings.Repeat("[", 10000) + strings.Repeat("]", 10000), codes.InvalidArgument, "payload"},
-			{"huge payload", `{}`, `{"body":"` + strings.Repeat("x", eventsource.MaxPayloadBytes) + `"}`, codes.InvalidArgument, "payload"},
+			{"huge payload", `{}`, `{"body":"` + strings.Repeat("x", event.MaxPayloadBytes) + `"}`, codes.InvalidArgument, "payload"},
 			{"beyond the gRPC message limit", `{}`, strings.Repeat("x", MaxGRPCMessageBytes+1), codes.ResourceExhausted, ""},
 			{"unknown cluster", `{}`, strings.Replace(good, "in-cluster", "mars", 1), codes.InvalidArgument, "cluster"},
 			{"spec cluster wins and is unknown", `{"cluster":"venus"}`, good, codes.InvalidArgument, "cluster"},
@@ -263,7 +263,7 @@ func TestExecute(t *testing.T) {
 	t.Run("non-ADD is acknowledged and ignored", func(t *testing.T) {
 		resp, err := client.Execute(ctx, &triggers.ExecuteRequest{Resource: spec(nil), Payload: []byte(strings.Replace(good, `"ADD"`, `"DELETE"`, 1))})
 		require.NoError(t, err)
-		var r Response
+		var r dispatch.Response
 		require.NoError(t, json.Unmarshal(resp.Response, &r))
 		assert.Contains(t, r.Ignored, "DELETE")
 		pol, err := client.ApplyPolicy(ctx, &triggers.ApplyPolicyRequest{Request: resp.Response})
@@ -275,7 +275,7 @@ func TestExecute(t *testing.T) {
 	t.Run("dry run writes nothing", func(t *testing.T) {
 		resp, err := client.Execute(ctx, &triggers.ExecuteRequest{Resource: spec(map[string]string{"dryRun": "true"}), Payload: []byte(good)})
 		require.NoError(t, err)
-		var r Response
+		var r dispatch.Response
 		require.NoError(t, json.Unmarshal(resp.Response, &r))
 		require.Len(t, r.Objects, 1)
 		assert.Equal(t, core.OutcomeWouldAttach, r.Objects[0].Outcome)
@@ -287,7 +287,7 @@ func TestExecute(t *testing.T) {
 			before := f.patches()
 			resp, err := client.Execute(ctx, &triggers.ExecuteRequest{Resource: spec(nil), Payload: []byte(good)})
 			require.NoError(t, err)
-			var r Response
+			var r dispatch.Response
 			require.NoError(t, json.Unmarshal(resp.Response, &r))
 			require.Len(t, r.Objects, 1)
 			assert.Equal(t, want, r.Objects[0].Outcome)
@@ -317,12 +317,12 @@ func TestExecute(t *testing.T) {
 func types(s string) string { return s }
 
 func TestApplyPolicy(t *testing.T) {
-	f := newFixture(t, Config{})
+	f := newFixture(t, dispatch.Config{})
 	client := grpcClient(t, f)
-	failed, _ := json.Marshal(Response{Result: core.Result{Namespace: "shop", ReplicaSet: "web-1", Objects: []core.ObjectResult{
+	failed, _ := json.Marshal(dispatch.Response{Result: core.Result{Namespace: "shop", ReplicaSet: "web-1", Objects: []core.ObjectResult{
 		{Kind: core.KindConfigMap, Name: "a", Outcome: core.OutcomeAttached},
 		{Kind: core.KindConfigMap, Name: "b", Outcome: core.OutcomeError, Reason: "forbidden"}}}})
-	ok, _ := json.Marshal(Response{Result: core.Result{Namespace: "shop", ReplicaSet: "web-1", Objects: []core.ObjectResult{
+	ok, _ := json.Marshal(dispatch.Response{Result: core.Result{Namespace: "shop", ReplicaSet: "web-1", Objects: []core.ObjectResult{
 		{Kind: core.KindConfigMap, Name: "a", Outcome: core.OutcomeAttached}, {Kind: core.KindConfigMap, Name: "c", Outcome: core.OutcomeSkipped}}}})
 	for _, tc := range []struct {
 		name, req string
@@ -353,13 +353,13 @@ func TestApplyPolicy(t *testing.T) {
 
 func TestExecuteRetryableAnswers(t *testing.T) {
 	t.Run("unavailable", func(t *testing.T) {
-		f := newFixture(t, Config{})
+		f := newFixture(t, dispatch.Config{})
 		f.reader.hook = func(context.Context) error { return apierrors.NewServiceUnavailable("etcd is sad") }
 		_, err := grpcClient(t, f).Execute(context.Background(), &triggers.ExecuteRequest{Payload: []byte(rsPayload("web-1", rsUID))})
 		assert.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
 	})
 	t.Run("server-side timeout", func(t *testing.T) {
-		f := newFixture(t, Config{ExecuteTimeout: 50 * time.Millisecond})
+		f := newFixture(t, dispatch.Config{ExecuteTimeout: 50 * time.Millisecond})
 		f.reader.hook = func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
 		start := time.Now()
 		_, err := grpcClient(t, f).Execute(context.Background(), &triggers.ExecuteRequest{Payload: []byte(rsPayload("web-1", rsUID))})
@@ -367,7 +367,7 @@ func TestExecuteRetryableAnswers(t *testing.T) {
 		assert.Less(t, time.Since(start), 5*time.Second)
 	})
 	t.Run("too many in flight", func(t *testing.T) {
-		f := newFixture(t, Config{MaxInFlight: 1})
+		f := newFixture(t, dispatch.Config{MaxInFlight: 1})
 		entered, release := make(chan struct{}), make(chan struct{})
 		var once sync.Once
 		f.reader.hook = func(ctx context.Context) error {
@@ -390,7 +390,7 @@ func TestExecuteRetryableAnswers(t *testing.T) {
 }
 
 func TestGracefulShutdownFinishesInFlight(t *testing.T) {
-	f := newFixture(t, Config{})
+	f := newFixture(t, dispatch.Config{})
 	entered, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	f.reader.hook = func(ctx context.Context) error {
@@ -399,7 +399,7 @@ func TestGracefulShutdownFinishesInFlight(t *testing.T) {
 		return nil
 	}
 	lis := bufconn.Listen(1 << 20)
-	srv := NewGRPCServer(f.svc, lis, GRPCOptions{ShutdownTimeout: 10 * time.Second})
+	srv := NewGRPCServer(f.d, lis, GRPCOptions{ShutdownTimeout: 10 * time.Second})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx) }()
@@ -424,21 +424,4 @@ func TestGracefulShutdownFinishesInFlight(t *testing.T) {
 	require.NoError(t, <-result, "the in-flight call completes")
 	require.NoError(t, <-done)
 	assert.Len(t, f.owners(t), 1)
-}
-
-func TestClassify(t *testing.T) {
-	for _, tc := range []struct {
-		err  error
-		want Class
-	}{
-		{nil, ClassOK},
-		{core.Invalidf("x", "y"), ClassInvalid},
-		{&core.RefusedError{Reason: "r"}, ClassRefused},
-		{errors.Join(core.ErrUnavailable, context.DeadlineExceeded), ClassDeadline},
-		{core.ErrUnavailable, ClassUnavailable},
-		{ErrBusy, ClassBusy},
-		{errors.New("forbidden"), ClassFailed},
-	} {
-		assert.Equal(t, tc.want, Classify(tc.err), "%v", tc.err)
-	}
 }

@@ -213,13 +213,14 @@ func (r scenarioRun) run(t *testing.T) error {
 		in.GC = &server.GCOptions{Interval: time.Second, Options: gc.Options{MinAge: 0, Keep: 0}, LeaseNamespace: r.ns}
 	}
 	klogSink.reset()
+	opts.Ingress = in
 	srv, err := server.New(saCfg, opts)
 	if err != nil {
 		t.Fatalf("server.New: %v", err)
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- srv.RunWith(runCtx, in) }()
+	go func() { done <- srv.Run(runCtx) }()
 	if r.namespaced {
 		// serve's periodic sweep finds namespaces cluster-wide; scoped to one namespace it
 		// is the same Sweeper with Namespaces set (see the note in deploy/README.md).

@@ -246,7 +246,7 @@ func TestShippedObjects(t *testing.T) {
 					payload = tmpl.CustomTrigger.Payload
 					for k := range tmpl.CustomTrigger.Spec {
 						if !knownSpecKeys[k] {
-							t.Errorf("trigger %s: spec key %q is not in the DESIGN contract", tmpl.Name, k)
+							t.Errorf("trigger %s: spec key %q is not in the contract (docs/design.md)", tmpl.Name, k)
 						}
 					}
 				case "http":
@@ -271,7 +271,7 @@ func TestShippedObjects(t *testing.T) {
 	}
 }
 
-// knownSpecKeys are the custom trigger spec keys of the DESIGN contract.
+// knownSpecKeys are the custom trigger spec keys of the contract (docs/design.md).
 var knownSpecKeys = map[string]bool{
 	"operation": true, "configMaps": true, "secrets": true, "discover": true, "selector": true,
 	"includeSecrets": true, "cluster": true, "namespace": true, "dryRun": true,

@@ -28,9 +28,10 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/eventsource"
 	"github.com/configmap-attacher/configmap-attacher/internal/argoevents"
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
+	"github.com/configmap-attacher/configmap-attacher/internal/event"
+	"github.com/configmap-attacher/configmap-attacher/internal/eventbus"
 	"github.com/configmap-attacher/configmap-attacher/internal/kube"
 	"github.com/configmap-attacher/configmap-attacher/internal/natsserver"
-	"github.com/configmap-attacher/configmap-attacher/sensor"
 )
 
 // FloorResult is the bare PATCH over a warm client.
@@ -298,7 +299,7 @@ func (e *env) source(ctx context.Context, bus *natsserver.Server, ns, esName str
 		return nil, fmt.Errorf("JetStream: %w", err)
 	}
 	// What the Argo Events EventBus controller creates.
-	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: sensor.DefaultStream, Subjects: []string{sensor.SubjectPrefix + ">"},
+	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: eventbus.DefaultStream, Subjects: []string{eventbus.SubjectPrefix + ">"},
 		MaxAge: 168 * time.Hour, Duplicates: 5 * time.Minute}); err != nil {
 		return nil, fmt.Errorf("creating the EventBus stream: %w", err)
 	}
@@ -313,7 +314,7 @@ func (e *env) source(ctx context.Context, bus *natsserver.Server, ns, esName str
 
 // postEvent POSTs the structured CloudEvent of an ADD for rs.
 func postEvent(ctx context.Context, client *http.Client, addr string, rs *appsv1.ReplicaSet) error {
-	_, body, err := eventsource.ResourceEvent("bench-http", "replicaset-add", "ADD", rs, map[string]string{"cluster": "in-cluster"})
+	_, body, err := event.ResourceEvent("bench-http", "replicaset-add", "ADD", rs, map[string]string{"cluster": "in-cluster"})
 	if err != nil {
 		return err
 	}

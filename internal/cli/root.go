@@ -46,6 +46,10 @@ var commands []func(*Streams) *cobra.Command
 
 func register(f func(*Streams) *cobra.Command) { commands = append(commands, f) }
 
+// Register adds a command from outside the package (the development binary's dev and
+// demo); call it from an init function.
+func Register(f func(*Streams) *cobra.Command) { register(f) }
+
 // Main runs the program with args (without the program name) and returns the exit code.
 // Arguments that start with a flag and name no subcommand are the legacy one-shot Job
 // form: configmap-attacher -rollout R -namespace N -configmaps a,b.

@@ -19,6 +19,7 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/internal/cli"
 	"github.com/configmap-attacher/configmap-attacher/internal/controlplane"
 	"github.com/configmap-attacher/configmap-attacher/internal/natsserver"
+	"github.com/configmap-attacher/configmap-attacher/internal/testfix"
 )
 
 // TestServeKeepsCredentialsOutOfLogs runs `serve` at debug level with an HTTP token and
@@ -59,7 +60,7 @@ func TestServeKeepsCredentialsOutOfLogs(t *testing.T) {
 			"--eventbus-tls-ca-file", nats.CAFile(), "--eventbus-stream", "default"}
 	}
 
-	var out syncBuffer
+	var out testfix.SyncBuffer
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan int, 1)
@@ -127,7 +128,7 @@ func TestServeKeepsCredentialsOutOfLogs(t *testing.T) {
 	}
 
 	// A wrong EventBus password: serve fails (or retries) and says why, without a secret.
-	var bad syncBuffer
+	var bad testfix.SyncBuffer
 	badCtx, badCancel := context.WithTimeout(ctx, 20*time.Second)
 	defer badCancel()
 	code := cli.Main(badCtx, args(wrongFile), cli.Streams{In: strings.NewReader(""), Out: &bad, Err: &bad})

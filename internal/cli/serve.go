@@ -6,14 +6,16 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
 
-	"github.com/configmap-attacher/configmap-attacher/eventsource"
 	"github.com/configmap-attacher/configmap-attacher/internal/cluster"
+	"github.com/configmap-attacher/configmap-attacher/internal/dispatch"
+	"github.com/configmap-attacher/configmap-attacher/internal/event"
+	"github.com/configmap-attacher/configmap-attacher/internal/eventbus"
 	"github.com/configmap-attacher/configmap-attacher/internal/gc"
 	"github.com/configmap-attacher/configmap-attacher/internal/kube"
 	"github.com/configmap-attacher/configmap-attacher/internal/server"
-	"github.com/configmap-attacher/configmap-attacher/sensor"
-	"github.com/configmap-attacher/configmap-attacher/trigger"
+	"github.com/configmap-attacher/configmap-attacher/internal/watch"
 )
 
 func init() { register(newServeCommand) }
@@ -43,22 +45,23 @@ type ServeOptions struct {
 	DefaultCluster       string
 	ClusterProbeInterval time.Duration
 	// Other ingress paths and the periodic sweep (server.Ingress).
-	Watch            bool
-	WatchResync      time.Duration
-	WatchWorkers     int
-	EventBus         EventBusFlags
-	EventBusStream   string
-	EventBusDurable  string
-	EventSourceName  string
-	EventName        string
-	EventBusInFlight int
-	EventBusAckWait  time.Duration
-	GCInterval       time.Duration
-	GCMinAge         time.Duration
-	GCKeep           int
-	GCDryRun         bool
-	LeaderElect      bool
-	LeaseNamespace   string
+	Watch              bool
+	WatchResync        time.Duration
+	WatchWorkers       int
+	EventBus           EventBusFlags
+	EventBusStream     string
+	EventBusDurable    string
+	EventSourceName    string
+	EventName          string
+	EventBusInFlight   int
+	EventBusAckWait    time.Duration
+	EventBusMaxDeliver int
+	GCInterval         time.Duration
+	GCMinAge           time.Duration
+	GCKeep             int
+	GCDryRun           bool
+	LeaderElect        bool
+	LeaseNamespace     string
 	// Security (serve_security.go).
 	Security SecurityFlags
 }
@@ -66,12 +69,12 @@ type ServeOptions struct {
 // DefaultServeOptions returns serve's defaults.
 func DefaultServeOptions() ServeOptions {
 	return ServeOptions{GRPCAddr: server.DefaultGRPCAddr, HTTPAddr: server.DefaultHTTPAddr,
-		ClusterName: trigger.DefaultClusterName, MaxInFlight: trigger.DefaultMaxInFlight,
-		ExecuteTimeout: trigger.DefaultExecuteTimeout, ShutdownTimeout: 30 * time.Second,
-		MaxBodyBytes: eventsource.MaxPayloadBytes, LogLevel: "info", LogFormat: "text",
+		ClusterName: dispatch.DefaultClusterName, MaxInFlight: dispatch.DefaultMaxInFlight,
+		ExecuteTimeout: dispatch.DefaultExecuteTimeout, ShutdownTimeout: 30 * time.Second,
+		MaxBodyBytes: event.MaxPayloadBytes, LogLevel: "info", LogFormat: "text",
 		ClusterProbeInterval: cluster.DefaultProbeInterval,
-		WatchResync:          10 * time.Minute, WatchWorkers: eventsource.DefaultWatcherWorkers, EventBusStream: sensor.DefaultStream, EventBusDurable: sensor.DefaultDurable,
-		EventBusInFlight: 16, EventBusAckWait: 30 * time.Second, GCMinAge: gc.DefaultMinAge, GCKeep: gc.DefaultKeep}
+		WatchResync:          10 * time.Minute, WatchWorkers: watch.DefaultWorkers, EventBusStream: eventbus.DefaultStream, EventBusDurable: eventbus.DefaultDurable,
+		EventBusInFlight: 16, EventBusAckWait: 30 * time.Second, EventBusMaxDeliver: eventbus.DefaultMaxDeliver, GCMinAge: gc.DefaultMinAge, GCKeep: gc.DefaultKeep}
 }
 
 // AddFlags binds the options to a flag set.
@@ -110,6 +113,7 @@ func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.EventName, "eventbus-event-name", o.EventName, "only events of this event name (default: any)")
 	fs.IntVar(&o.EventBusInFlight, "eventbus-max-in-flight", o.EventBusInFlight, "EventBus messages handled at once")
 	fs.DurationVar(&o.EventBusAckWait, "eventbus-ack-wait", o.EventBusAckWait, "how long JetStream waits for a message's ack before redelivering it, e.g. after a crash (set when the durable consumer is created; long work sends heartbeats)")
+	fs.IntVar(&o.EventBusMaxDeliver, "eventbus-max-deliver", o.EventBusMaxDeliver, "deliveries of one EventBus message before a still-transient failure is given up (terminated, counted in configmap_attacher_events_given_up_total)")
 	fs.DurationVar(&o.GCInterval, "gc-interval", o.GCInterval, "run the orphan sweep of every served cluster this often (0: off; e.g. 10m)")
 	fs.DurationVar(&o.GCMinAge, "gc-min-age", o.GCMinAge, "grace period: never collect a revision younger than this")
 	fs.IntVar(&o.GCKeep, "gc-keep", o.GCKeep, "keep the newest N unreferenced revisions of each family")
@@ -134,12 +138,15 @@ func (o *ServeOptions) Ingress() (server.Ingress, error) {
 		if err != nil {
 			return in, err
 		}
-		in.EventBus = &sensor.Options{URL: conn.URL, Auth: conn.Auth, TLS: conn.TLS, Stream: o.EventBusStream,
+		in.EventBus = &eventbus.SubscriberOptions{URL: conn.URL, Auth: conn.Auth, TLS: conn.TLS, Stream: o.EventBusStream,
 			Durable: o.EventBusDurable, EventSourceName: o.EventSourceName, EventName: o.EventName, MaxInFlight: o.EventBusInFlight,
-			AckWait: o.EventBusAckWait}
+			AckWait: o.EventBusAckWait, MaxDeliver: o.EventBusMaxDeliver}
 	}
 	if o.EventBusAckWait < time.Second {
 		return in, usagef("--eventbus-ack-wait must be at least 1s")
+	}
+	if o.EventBusMaxDeliver < 1 {
+		return in, usagef("--eventbus-max-deliver must be at least 1")
 	}
 	if o.GCInterval < 0 {
 		return in, usagef("--gc-interval must not be negative")
@@ -218,34 +225,25 @@ func (o *ServeOptions) Run(ctx context.Context, s *Streams) error {
 	if err := o.Security.Apply(&so); err != nil {
 		return err
 	}
+	so.Ingress = in
+	var cfg *rest.Config
 	if src := o.sources(); src.Multi() {
 		specs, err := src.Static()
 		if err != nil {
 			return err
 		}
-		reg, err := cluster.New(cluster.Options{Clusters: specs, Default: o.DefaultCluster, ArgoCDNamespace: o.ArgoCDNamespace,
+		so.Clusters = &cluster.Options{Clusters: specs, Default: o.DefaultCluster, ArgoCDNamespace: o.ArgoCDNamespace,
 			Namespace: o.Namespace, AllowSecrets: o.AllowSecrets, BlockOwnerDeletion: o.BlockOwnerDeletion, Namespaces: so.Namespaces,
-			ProbeInterval: o.ClusterProbeInterval, Logger: log})
-		if err != nil {
-			return err
-		}
-		so.Clusters = reg
-		srv, err := server.New(nil, so)
-		if err != nil {
-			return err
-		}
-		return srv.RunWith(ctx, in)
-	}
-	cfg, err := kube.RESTConfig(kube.ConfigOptions{Kubeconfig: o.Kubeconfig, Context: o.Context, InCluster: o.InCluster,
-		QPS: o.QPS, Burst: o.Burst})
-	if err != nil {
+			ProbeInterval: o.ClusterProbeInterval, Logger: log}
+	} else if cfg, err = kube.RESTConfig(kube.ConfigOptions{Kubeconfig: o.Kubeconfig, Context: o.Context, InCluster: o.InCluster,
+		QPS: o.QPS, Burst: o.Burst}); err != nil {
 		return err
 	}
 	srv, err := server.New(cfg, so)
 	if err != nil {
 		return err
 	}
-	return srv.RunWith(ctx, in)
+	return srv.Run(ctx)
 }
 
 func newServeCommand(s *Streams) *cobra.Command {

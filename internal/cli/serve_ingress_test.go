@@ -18,6 +18,7 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/internal/cli"
 	"github.com/configmap-attacher/configmap-attacher/internal/controlplane"
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
+	"github.com/configmap-attacher/configmap-attacher/internal/testfix"
 )
 
 // `serve --watch --gc-interval` attaches new ReplicaSets without any Argo Events and sweeps
@@ -34,7 +35,7 @@ func TestServeWatchAndSweep(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var errOut syncBuffer
+	var errOut testfix.SyncBuffer
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan int, 1)
@@ -128,7 +129,7 @@ func TestServeOperationGC(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	var errOut syncBuffer
+	var errOut testfix.SyncBuffer
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan int, 1)

@@ -13,6 +13,7 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/internal/cli"
 	"github.com/configmap-attacher/configmap-attacher/internal/controlplane"
 	"github.com/configmap-attacher/configmap-attacher/internal/gc"
+	"github.com/configmap-attacher/configmap-attacher/internal/testfix"
 )
 
 // Two `serve --leader-elect --gc-interval` replicas: one holds the Lease and sweeps; when it
@@ -24,7 +25,7 @@ func TestServeLeaderElection(t *testing.T) {
 	ns := newNamespace(t, cp)
 	start := func() (stop func() int) {
 		runCtx, cancel := context.WithCancel(ctx)
-		var out syncBuffer
+		var out testfix.SyncBuffer
 		done := make(chan int, 1)
 		go func() {
 			done <- cli.Main(runCtx, []string{"serve", "--kubeconfig", cp.Kubeconfig(), "--grpc-addr", "-", "--http-addr", "127.0.0.1:0",

@@ -13,11 +13,12 @@ import (
 
 	"github.com/configmap-attacher/configmap-attacher/eventsource"
 	"github.com/configmap-attacher/configmap-attacher/internal/controlplane"
+	"github.com/configmap-attacher/configmap-attacher/internal/dispatch"
+	"github.com/configmap-attacher/configmap-attacher/internal/eventbus"
 	"github.com/configmap-attacher/configmap-attacher/internal/natsserver"
-	"github.com/configmap-attacher/configmap-attacher/sensor"
 )
 
-// TestEventBusRoutesByCluster: the EventBus subscriber (package sensor) takes the
+// TestEventBusRoutesByCluster: the EventBus subscriber (package eventbus) takes the
 // registry unchanged; events published by each member's EventSource (metadata.cluster)
 // land in their own cluster, and an unknown cluster is terminated without any change.
 func TestEventBusRoutesByCluster(t *testing.T) {
@@ -43,9 +44,11 @@ func TestEventBusRoutesByCluster(t *testing.T) {
 	require.NoError(t, err)
 
 	metrics := prometheus.NewRegistry()
-	sub, err := sensor.NewSubscriber(sensor.Options{URL: ns.ClientURL(), Auth: sensor.Auth{Token: "s3cret"},
-		TLS: sensor.TLS{CAFile: ns.CAFile()}, EventSourceName: "configmap-attacher", Logger: testLogger(t),
-		Registerer: metrics, NakDelay: 200 * time.Millisecond}, reg)
+	d, err := dispatch.New(dispatch.Config{Clusters: reg, Logger: testLogger(t)})
+	require.NoError(t, err)
+	sub, err := eventbus.NewSubscriber(eventbus.SubscriberOptions{URL: ns.ClientURL(), Auth: eventbus.Auth{Token: "s3cret"},
+		TLS: eventbus.TLS{CAFile: ns.CAFile()}, EventSourceName: "configmap-attacher", Logger: testLogger(t),
+		Registerer: metrics, NakDelay: 200 * time.Millisecond}, d)
 	require.NoError(t, err)
 	done := make(chan error, 1)
 	go func() { done <- sub.Run(rctx) }()

@@ -30,6 +30,7 @@ import (
 
 	"github.com/configmap-attacher/configmap-attacher/internal/controlplane"
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
+	"github.com/configmap-attacher/configmap-attacher/internal/dispatch"
 	"github.com/configmap-attacher/configmap-attacher/trigger"
 )
 
@@ -168,11 +169,11 @@ func startService(t *testing.T, opts Options) *service {
 	}
 	reg, err := New(opts)
 	require.NoError(t, err)
-	svc, err := trigger.NewService(trigger.Config{Clusters: reg, Ready: reg.Ready, Logger: opts.Logger})
+	d, err := dispatch.New(dispatch.Config{Clusters: reg, Logger: opts.Logger})
 	require.NoError(t, err)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	hs := trigger.NewHTTPServer(svc, lis, trigger.HTTPOptions{})
+	hs := trigger.NewHTTPServer(d, lis, trigger.HTTPOptions{Ready: reg.Readiness})
 	ctx, cancel := context.WithCancel(context.Background())
 	errs := make(chan error, 2)
 	go func() { errs <- reg.Run(ctx) }()
@@ -198,9 +199,9 @@ func startService(t *testing.T, opts Options) *service {
 	return &service{reg: reg, addr: lis.Addr().String()}
 }
 
-// answer is the HTTP receiver's JSON answer: a trigger.Response, or an error body.
+// answer is the HTTP receiver's JSON answer: a dispatch.Response, or an error body.
 type answer struct {
-	trigger.Response
+	dispatch.Response
 	Field string `json:"field,omitempty"`
 }
 

@@ -4,7 +4,7 @@
 // service runs in, and from Argo CD's declarative cluster Secrets, which are watched so
 // that an added, changed or removed Secret takes effect without a restart.
 //
-// A Registry implements trigger.Clusters and sensor.Clusters: an event names its
+// A Registry implements dispatch.Clusters: an event names its
 // cluster, the empty name is the default cluster, and an unknown name is a
 // *core.FieldError for field "cluster" (core.ErrInvalid). One unreachable cluster never
 // blocks the others: each cluster's caches and health probe run on their own, and an
@@ -299,7 +299,7 @@ func (r *Registry) lookup(name string) (*member, error) {
 	return m, nil
 }
 
-// Attacher implements trigger.Clusters and sensor.Clusters: the Attacher of cluster
+// Attacher implements dispatch.Clusters: the Attacher of cluster
 // name ("" is the default). An unknown name is a *core.FieldError for "cluster"
 // (core.ErrInvalid); a cluster whose last health probe failed gives an error wrapping
 // core.ErrUnavailable at once, so that the event is retried later instead of waiting

@@ -74,7 +74,7 @@ type Config struct {
 	Recorder Recorder
 	// BlockOwnerDeletion sets blockOwnerDeletion on added ownerReferences. It needs
 	// permission to delete the owner's finalizers subresource, so it is off by default
-	// (DESIGN.md safety rule 3).
+	// (docs/design.md, safety rule 3).
 	BlockOwnerDeletion bool
 	// AllowSecrets lets events that set includeSecrets attach Secrets. Off by default:
 	// Secrets are never touched unless enabled here and requested by the event.

@@ -283,7 +283,7 @@ func TestBreakHugeAnnotationList(t *testing.T) {
 
 // Rule 4 vs the trigger spec key "selector": a selector that does not require the
 // opt-in label lets discovery attach ConfigMaps that never opted in (for example the
-// namespace's kube-root-ca.crt, once a pod template mounts it). DESIGN's rule 4 says
+// namespace's kube-root-ca.crt, once a pod template mounts it). Safety rule 4 (docs/design.md) says
 // objects without the opt-in label (or explicit listing) are never touched.
 func TestBreakSelectorWidensOptIn(t *testing.T) {
 	for i, sel := range []string{"!nothing", "app", "x notin (y)"} {

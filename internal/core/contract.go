@@ -1,6 +1,6 @@
 package core
 
-// The user-facing contract (DESIGN.md "User-facing contract"). Every label and
+// The user-facing contract (docs/design.md, "User-facing contract"). Every label and
 // annotation the project reads uses the configmap-attacher.io/ prefix.
 const (
 	// Prefix is the label and annotation prefix.

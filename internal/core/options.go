@@ -19,7 +19,7 @@ const (
 	OperationGC     Operation = "gc"
 )
 
-// Spec keys of the custom trigger (DESIGN.md "User-facing contract"). The Sensor sends
+// Spec keys of the custom trigger (docs/design.md, "Trigger spec"). The Sensor sends
 // the trigger spec as Argo Events' map[string]string.
 const (
 	SpecOperation      = "operation"
@@ -50,7 +50,7 @@ type Options struct {
 	Discover bool
 	// Selector is the label selector a discovered object must match (default
 	// DefaultSelector). It narrows the opt-in, never widens it: a discovered object must
-	// carry the opt-in label whatever the selector (DESIGN.md safety rule 4). Explicitly
+	// carry the opt-in label whatever the selector (docs/design.md, safety rule 4). Explicitly
 	// listed objects need neither.
 	Selector labels.Selector
 	// IncludeSecrets (default false) lets the event attach Secrets.
@@ -71,9 +71,16 @@ func DefaultOptions() Options {
 
 // ParseSpec validates a custom trigger spec and returns its options. Every key is
 // optional; an unknown key or a bad value is a *FieldError (ErrInvalid) naming the key.
-// Keys and their defaults are listed in DESIGN.md "User-facing contract".
+// Keys and their defaults are listed in docs/design.md, "Trigger spec".
 func ParseSpec(spec map[string]string) (Options, error) {
-	o := DefaultOptions()
+	return ParseSpecWith(DefaultOptions(), spec)
+}
+
+// ParseSpecWith is ParseSpec starting from base instead of DefaultOptions: a service
+// whose defaults differ (Secrets allowed) gives every path the same meaning of an
+// empty spec.
+func ParseSpecWith(base Options, spec map[string]string) (Options, error) {
+	o := base
 	// Report problems in a stable order: the first bad key alphabetically.
 	keys := make([]string, 0, len(spec))
 	for k := range spec {
@@ -98,11 +105,11 @@ func ParseSpec(spec map[string]string) (Options, error) {
 		case SpecSecrets:
 			o.Secrets, err = ParseNameList(k, v)
 		case SpecDiscover:
-			o.Discover, err = parseBool(k, v, true)
+			o.Discover, err = parseBool(k, v, base.Discover)
 		case SpecIncludeSecrets:
-			o.IncludeSecrets, err = parseBool(k, v, false)
+			o.IncludeSecrets, err = parseBool(k, v, base.IncludeSecrets)
 		case SpecDryRun:
-			o.DryRun, err = parseBool(k, v, false)
+			o.DryRun, err = parseBool(k, v, base.DryRun)
 		case SpecSelector:
 			if v == "" {
 				break

@@ -18,11 +18,11 @@ import (
 
 	"github.com/configmap-attacher/configmap-attacher/eventsource"
 	"github.com/configmap-attacher/configmap-attacher/internal/controlplane"
+	"github.com/configmap-attacher/configmap-attacher/internal/eventbus"
 	"github.com/configmap-attacher/configmap-attacher/internal/gc"
 	"github.com/configmap-attacher/configmap-attacher/internal/kube"
 	"github.com/configmap-attacher/configmap-attacher/internal/natsserver"
 	"github.com/configmap-attacher/configmap-attacher/internal/server"
-	"github.com/configmap-attacher/configmap-attacher/sensor"
 )
 
 // Options configure Start.
@@ -82,7 +82,7 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 		return nil, err
 	}
 	if e.Server, err = server.New(e.CP.RESTConfig(), server.Options{GRPCAddr: o.GRPCAddr, HTTPAddr: o.HTTPAddr,
-		ClusterName: "in-cluster", Logger: o.Logger}); err != nil {
+		ClusterName: "in-cluster", Logger: o.Logger, Ingress: e.Ingress()}); err != nil {
 		return nil, err
 	}
 	if e.nc, err = e.NATS.Connect(); err != nil {
@@ -93,7 +93,7 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 		return nil, err
 	}
 	// What the Argo Events EventBus controller creates in a cluster.
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: sensor.DefaultStream, Subjects: []string{sensor.SubjectPrefix + ">"},
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: eventbus.DefaultStream, Subjects: []string{eventbus.SubjectPrefix + ">"},
 		MaxAge: 168 * time.Hour, Duplicates: 5 * time.Minute}); err != nil {
 		return nil, fmt.Errorf("creating the EventBus stream: %w", err)
 	}
@@ -114,7 +114,7 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 func (e *Env) Ingress() server.Ingress {
 	return server.Ingress{
 		Watch: true,
-		EventBus: &sensor.Options{URL: e.NATS.ClientURL(), TLS: sensor.TLS{CAFile: e.NATS.CAFile()},
+		EventBus: &eventbus.SubscriberOptions{URL: e.NATS.ClientURL(), TLS: eventbus.TLS{CAFile: e.NATS.CAFile()},
 			EventSourceName: EventSourceName, EventName: EventName},
 		GC: &server.GCOptions{Interval: time.Minute, Options: gc.DefaultOptions()},
 	}
@@ -124,7 +124,7 @@ func (e *Env) Ingress() server.Ingress {
 func (e *Env) Run(ctx context.Context) error {
 	defer e.Stop()
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return e.Server.RunWith(gctx, e.Ingress()) })
+	g.Go(func() error { return e.Server.Run(gctx) })
 	g.Go(func() error { return e.source.Run(gctx) })
 	err := g.Wait()
 	if errors.Is(err, context.Canceled) {

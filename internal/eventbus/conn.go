@@ -76,6 +76,14 @@ func Refused(err error) bool {
 		strings.Contains(strings.ToLower(err.Error()), "authorization violation")
 }
 
+// certRequired reports the other face of a server that requires a client certificate
+// (mutual TLS) to a client that has none: under TLS 1.3 the handshake completes on the
+// client's side before the server checks the certificate, so the client may see its
+// first write fail on a connection the server closed instead of the server's alert.
+func certRequired(err error) bool {
+	return strings.Contains(err.Error(), "connection closed by remote after TLS handshake")
+}
+
 // Connect dials the EventBus described by c, reconnecting forever, and logs
 // disconnects and reconnects to log. A dial failure wraps core.ErrUnavailable.
 func Connect(c Conn, log *slog.Logger) (*nats.Conn, error) {
@@ -108,7 +116,7 @@ func Connect(c Conn, log *slog.Logger) (*nats.Conn, error) {
 	}
 	nc, err := nats.Connect(c.URL, opts...)
 	if err != nil {
-		if Refused(err) {
+		if Refused(err) || c.TLS.CertFile == "" && certRequired(err) {
 			return nil, fmt.Errorf("connecting to the EventBus at %s: %w", RedactURL(c.URL), err)
 		}
 		return nil, fmt.Errorf("connecting to the EventBus at %s: %w: %w", RedactURL(c.URL), ErrUnreachable, err)

@@ -23,8 +23,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/configmap-attacher/configmap-attacher/eventsource"
 	"github.com/configmap-attacher/configmap-attacher/internal/controlplane"
+	"github.com/configmap-attacher/configmap-attacher/internal/event"
 )
 
 // edge sends one event (the structured-mode CloudEvent Argo Events' resource EventSource
@@ -139,7 +139,7 @@ func TestDuplicateReorderedStaleEvents(t *testing.T) {
 			var newS *appsv1.ReplicaSet
 			add := func(rs func() *appsv1.ReplicaSet) func() []byte {
 				return func() []byte {
-					_, body, err := eventsource.ResourceEvent("replicasets", "replicaset-add", "ADD", rs(), map[string]string{})
+					_, body, err := event.ResourceEvent("replicasets", "replicaset-add", "ADD", rs(), map[string]string{})
 					require.NoError(t, err)
 					return body
 				}

@@ -40,7 +40,7 @@
 //	rep, err := sw.SweepNamespace(ctx, ns)       // trigger spec operation: gc
 //	rep, err := sw.SweepNamespaceDryRun(ctx, ns) // ... with dryRun: true
 //
-// # Safety rule 7 (DESIGN.md "Safety rules")
+// # Safety rule 7 (docs/design.md, "Safety rules")
 //
 // A revision is deleted only when all of these hold, checked in this order:
 //

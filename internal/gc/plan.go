@@ -144,7 +144,7 @@ type objKey struct {
 }
 
 // PlanNamespace decides, for every revision of s, whether to delete, keep or repair
-// it, applying safety rule 7 of DESIGN.md in the order the package documentation
+// it, applying safety rule 7 of docs/design.md in the order the package documentation
 // gives. It is a pure function of s and o (o.Now zero means time.Now()). The error is
 // a core.ErrInvalid for bad options; s is not modified.
 func PlanNamespace(s *Snapshot, o Options) (*Plan, error) {

@@ -119,7 +119,7 @@ var (
 	GKRollout     = schema.GroupKind{Group: core.RolloutGroup, Kind: core.RolloutKind}
 )
 
-// WorkloadKinds are the group/kinds a complete Snapshot lists (DESIGN.md rule 7).
+// WorkloadKinds are the group/kinds a complete Snapshot lists (docs/design.md, safety rule 7).
 var WorkloadKinds = []schema.GroupKind{GKReplicaSet, GKDeployment, GKRollout, GKStatefulSet, GKDaemonSet, GKJob, GKCronJob, GKPod}
 
 func newWorkload(apiVersion, kind string, m *metav1.ObjectMeta, tmplAnn map[string]string, spec *corev1.PodSpec) Workload {

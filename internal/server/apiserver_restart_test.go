@@ -44,11 +44,12 @@ func TestAPIServerRestartNotReadyThenCatchesUp(t *testing.T) {
 	require.NoError(t, err)
 
 	srv, err := server.New(c.RESTConfig(), server.Options{GRPCAddr: "-", HTTPAddr: "127.0.0.1:0", Logger: logger(t),
-		ClusterName: "home", ProbeInterval: 250 * time.Millisecond, ShutdownTimeout: 5 * time.Second})
+		ClusterName: "home", ProbeInterval: 250 * time.Millisecond, ShutdownTimeout: 5 * time.Second,
+		Ingress: server.Ingress{Watch: true, WatchResync: time.Hour}})
 	require.NoError(t, err)
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- srv.RunWith(runCtx, server.Ingress{Watch: true, WatchResync: time.Hour}) }()
+	go func() { done <- srv.Run(runCtx) }()
 	t.Cleanup(func() {
 		cancel()
 		select {

@@ -18,9 +18,9 @@ import (
 
 	"github.com/configmap-attacher/configmap-attacher/eventsource"
 	"github.com/configmap-attacher/configmap-attacher/internal/controlplane"
+	"github.com/configmap-attacher/configmap-attacher/internal/eventbus"
 	"github.com/configmap-attacher/configmap-attacher/internal/natsserver"
 	"github.com/configmap-attacher/configmap-attacher/internal/server"
-	"github.com/configmap-attacher/configmap-attacher/sensor"
 )
 
 // TestEventBusDownThenBack: the EventBus (NATS JetStream) is down when serve starts and
@@ -54,13 +54,14 @@ func TestEventBusDownThenBack(t *testing.T) {
 	})
 	bus.Shutdown()
 
-	srv, err := server.New(c.RESTConfig(), server.Options{GRPCAddr: "-", HTTPAddr: "127.0.0.1:0", Logger: logger(t), ShutdownTimeout: 5 * time.Second})
+	srv, err := server.New(c.RESTConfig(), server.Options{GRPCAddr: "-", HTTPAddr: "127.0.0.1:0", Logger: logger(t), ShutdownTimeout: 5 * time.Second,
+		Ingress: server.Ingress{WatchResync: time.Hour, EventBus: &eventbus.SubscriberOptions{URL: bus.ClientURL(),
+			Auth: eventbus.Auth{Token: "bus-token"}, TLS: eventbus.TLS{CAFile: bus.CAFile()}, NakDelay: 200 * time.Millisecond}}})
 	require.NoError(t, err)
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		done <- srv.RunWith(runCtx, server.Ingress{WatchResync: time.Hour, EventBus: &sensor.Options{URL: bus.ClientURL(),
-			Auth: sensor.Auth{Token: "bus-token"}, TLS: sensor.TLS{CAFile: bus.CAFile()}, NakDelay: 200 * time.Millisecond}})
+		done <- srv.Run(runCtx)
 	}()
 	t.Cleanup(func() {
 		cancel()

@@ -27,10 +27,10 @@ import (
 
 	"github.com/configmap-attacher/configmap-attacher/internal/controlplane"
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
+	"github.com/configmap-attacher/configmap-attacher/internal/eventbus"
 	"github.com/configmap-attacher/configmap-attacher/internal/kube"
 	"github.com/configmap-attacher/configmap-attacher/internal/natsserver"
 	"github.com/configmap-attacher/configmap-attacher/internal/server"
-	"github.com/configmap-attacher/configmap-attacher/sensor"
 )
 
 // lockedBuffer is a goroutine-safe log sink.
@@ -90,14 +90,15 @@ func newHostileEnv(t *testing.T, ns string) *hostileEnv {
 
 	log := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	e.srv, err = server.New(e.counter.Wrap(c.RESTConfig()), server.Options{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Logger: log,
-		MaxBodyBytes: 1 << 20, Namespaces: core.NamespacePolicy{Allow: []string{ns}, Deny: []string{"kube-system"}}})
+		MaxBodyBytes: 1 << 20, Namespaces: core.NamespacePolicy{Allow: []string{ns}, Deny: []string{"kube-system"}},
+		Ingress: server.Ingress{WatchResync: time.Hour, EventBus: &eventbus.SubscriberOptions{URL: nats.ClientURL(),
+			Auth: eventbus.Auth{User: "attacher", Password: e.natsPass}, TLS: eventbus.TLS{CAFile: nats.CAFile()},
+			DeliverAll: true, NakDelay: 200 * time.Millisecond}}})
 	require.NoError(t, err)
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- e.srv.RunWith(runCtx, server.Ingress{WatchResync: time.Hour, EventBus: &sensor.Options{URL: nats.ClientURL(),
-			Auth: sensor.Auth{User: "attacher", Password: e.natsPass}, TLS: sensor.TLS{CAFile: nats.CAFile()},
-			DeliverAll: true, NakDelay: 200 * time.Millisecond}})
+		done <- e.srv.Run(runCtx)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -109,7 +110,7 @@ func newHostileEnv(t *testing.T, ns string) *hostileEnv {
 		}
 	})
 	controlplane.Eventually(t, 30*time.Second, "ready", func() error {
-		if !e.srv.Service().Ready() {
+		if !e.srv.Ready() {
 			return fmt.Errorf("not ready")
 		}
 		return nil
@@ -299,7 +300,7 @@ func TestHostileInputRefused(t *testing.T) {
 // busCount returns configmap_attacher_eventbus_messages_total{result}.
 func busCount(t *testing.T, s *server.Server, result string) int {
 	t.Helper()
-	mfs, err := s.Service().Metrics().Registry.Gather()
+	mfs, err := s.Dispatcher().Metrics().Registry.Gather()
 	require.NoError(t, err)
 	for _, mf := range mfs {
 		if mf.GetName() != "configmap_attacher_eventbus_messages_total" {

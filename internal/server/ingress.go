@@ -13,13 +13,13 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/configmap-attacher/configmap-attacher/eventsource"
 	"github.com/configmap-attacher/configmap-attacher/internal/cluster"
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
+	"github.com/configmap-attacher/configmap-attacher/internal/dispatch"
+	"github.com/configmap-attacher/configmap-attacher/internal/eventbus"
 	"github.com/configmap-attacher/configmap-attacher/internal/gc"
 	"github.com/configmap-attacher/configmap-attacher/internal/kube"
-	"github.com/configmap-attacher/configmap-attacher/sensor"
-	"github.com/configmap-attacher/configmap-attacher/trigger"
+	"github.com/configmap-attacher/configmap-attacher/internal/watch"
 )
 
 // Ingress configures what runs next to the gRPC trigger and the HTTP receiver: the
@@ -30,14 +30,14 @@ import (
 type Ingress struct {
 	// Watch runs the built-in ReplicaSet watcher, in every cluster.
 	Watch bool
-	// WatchResync is the watcher's full resync period (eventsource.WatcherOptions.Resync).
+	// WatchResync is the watcher's full resync period (watch.Options.Resync).
 	WatchResync time.Duration
 	// WatchWorkers is how many ReplicaSets each watcher handles at once
-	// (eventsource.WatcherOptions.Workers; zero means its default).
+	// (watch.Options.Workers; zero means its default).
 	WatchWorkers int
-	// EventBus, when set, subscribes to the Argo Events EventBus; events are routed
-	// through the server's clusters.
-	EventBus *sensor.Options
+	// EventBus, when set, subscribes to the Argo Events EventBus; its events go through
+	// the dispatcher like every other way in.
+	EventBus *eventbus.SubscriberOptions
 	// GC configures the orphan sweepers, one per cluster: trigger events with
 	// `operation: gc` use them; with a positive Interval they also sweep periodically and
 	// after attaches. Nil means defaults and no periodic sweep.
@@ -80,120 +80,103 @@ func LeaseName(name string, isDefault bool) string {
 // hashLike matches cluster names of the form LeaseName gives hashed names.
 var hashLike = regexp.MustCompile(`^h[0-9a-f]{16}$`)
 
-// RunWith runs the server (Run) and the ingress paths in to it until ctx ends or one of
-// them fails, then shuts all down. Per-cluster work (watcher, sweeper) starts once that
-// cluster's caches are in sync; its failure is logged and does not stop the others.
-// Errors: an ingress that cannot be built (bad options, ErrInvalid), or the first
-// component failure.
-func (s *Server) RunWith(ctx context.Context, in Ingress) error {
-	var runners []func(context.Context) error
-	if in.EventBus != nil {
-		o := *in.EventBus
-		if o.Logger == nil {
-			o.Logger = s.log
-		}
-		if o.Registerer == nil {
-			o.Registerer = s.svc.Metrics().Registry
-		}
-		if o.Observe == nil {
-			o.Observe = func(r *core.Result, err error) { s.svc.Metrics().ObserveResult("eventbus", r, err) }
-		}
-		sub, err := sensor.NewSubscriber(o, s.reg)
-		if err != nil {
-			return err
-		}
-		runners = append(runners, sub.Run)
-		s.checks = append(s.checks, sub.Health)
+// validate checks the ingress options and fills GC's default.
+func (in *Ingress) validate() error {
+	if in.GC == nil {
+		in.GC = &GCOptions{Options: gc.DefaultOptions()}
 	}
-	// The sweepers serve trigger events with `operation: gc` always, and run
-	// periodically (and after attaches) only when GC is configured.
-	gco := GCOptions{Options: gc.DefaultOptions()}
-	if in.GC != nil {
-		gco = *in.GC
+	if in.GC.Interval < 0 {
+		return core.Invalidf("gc-interval", "must not be negative, got %s", in.GC.Interval)
 	}
-	if gco.Interval < 0 {
-		return core.Invalidf("gc-interval", "must not be negative, got %s", gco.Interval)
+	return in.GC.Options.Validate()
+}
+
+// gcParts are what every cluster's sweeper shares: the metrics and the client of the
+// leader-election Leases (in the default cluster; nil without leader election).
+type gcParts struct {
+	metrics     *gc.Metrics
+	leaseClient kubernetes.Interface
+}
+
+func (s *Server) gcParts(metrics *dispatch.Metrics) (gcParts, error) {
+	var p gcParts
+	var err error
+	if p.metrics, err = gc.NewMetrics(metrics.Registry); err != nil {
+		return p, fmt.Errorf("gc metrics: %w", err)
 	}
-	if err := gco.Options.Validate(); err != nil {
-		return err
-	}
-	metrics, err := gc.NewMetrics(s.svc.Metrics().Registry)
-	if err != nil {
-		return fmt.Errorf("gc metrics: %w", err)
-	}
-	sweepers := &sweepers{reg: s.reg, by: map[string]*gc.Sweeper{}}
-	var after trigger.AfterAttachFunc
-	if gco.Interval > 0 {
-		after = sweepers.trigger
-	}
-	s.svc.SetSweeper(sweepers.sweep, after)
-	var leaseClient kubernetes.Interface
-	if gco.LeaseNamespace != "" {
+	if s.opts.Ingress.GC.LeaseNamespace != "" {
 		def, err := s.reg.Cluster("")
 		if err != nil {
-			return err
+			return p, err
 		}
-		leaseClient = def.Clients.Kube
+		p.leaseClient = def.Clients.Kube
 	}
-	perCluster := func(ctx context.Context, c *cluster.Cluster) error {
-		log := s.log.With("cluster", c.Name())
+	return p, nil
+}
+
+// subscriber builds the EventBus subscription of Ingress.EventBus (nil without one).
+func (s *Server) subscriber(metrics *dispatch.Metrics) (*eventbus.Subscriber, error) {
+	if s.opts.Ingress.EventBus == nil {
+		return nil, nil
+	}
+	o := *s.opts.Ingress.EventBus
+	if o.Logger == nil {
+		o.Logger = s.log
+	}
+	if o.Registerer == nil {
+		o.Registerer = metrics.Registry
+	}
+	if o.Options == nil {
+		o.Options = &s.spec
+	}
+	return eventbus.NewSubscriber(o, s.d)
+}
+
+// perCluster is the registry's per-cluster work: once the cluster's caches are in sync,
+// its watcher (with Ingress.Watch) and its sweeper (periodic with a GC interval; always
+// there for `operation: gc`), until the cluster is removed or serve stops.
+func (s *Server) perCluster(ctx context.Context, c *cluster.Cluster) error {
+	log := s.log.With("cluster", c.Name())
+	for _, ch := range c.Caches {
+		if err := ch.WaitForSync(ctx); err != nil {
+			return nil // removed or shutting down before sync
+		}
+	}
+	in := s.opts.Ingress
+	g, gctx := errgroup.WithContext(ctx)
+	if in.Watch {
 		for _, ch := range c.Caches {
-			if err := ch.WaitForSync(ctx); err != nil {
-				return nil // removed or shutting down before sync
+			w, err := watch.New(ch.ReplicaSetInformer(), s.d, watch.Options{Cluster: c.Name(), Options: &s.spec,
+				Resync: in.WatchResync, Workers: in.WatchWorkers, Logger: log})
+			if err != nil {
+				return err
 			}
+			g.Go(func() error { return w.Run(gctx) })
 		}
-		g, gctx := errgroup.WithContext(ctx)
-		if in.Watch {
-			for _, ch := range c.Caches {
-				w, err := eventsource.NewWatcher(ch.ReplicaSetInformer(), c.Attacher, eventsource.WatcherOptions{
-					Cluster: c.Name(), Resync: in.WatchResync, Workers: in.WatchWorkers, Logger: log,
-					Observe: func(r *core.Result, err error) { s.svc.Metrics().ObserveResult("watcher", r, err) }})
-				if err != nil {
-					return err
-				}
-				g.Go(func() error { return w.Run(gctx) })
-			}
-		}
-		sw, stopRecorder, err := s.sweeper(c, gco, metrics, leaseClient, log)
-		if err != nil {
-			return err
-		}
-		defer stopRecorder()
-		sweepers.set(c.Name(), sw)
-		defer sweepers.remove(c.Name(), sw)
-		if gco.Interval > 0 {
-			g.Go(func() error { return sw.Run(gctx) })
-		}
-		// The sweeper serves `operation: gc` until the cluster is removed or serve stops.
-		g.Go(func() error { <-gctx.Done(); return nil })
-		return g.Wait()
 	}
-	if err := s.reg.SetPerCluster(perCluster); err != nil {
+	sw, stopRecorder, err := s.sweeper(c, log)
+	if err != nil {
 		return err
 	}
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return s.Run(gctx) })
-	for _, r := range runners {
-		g.Go(func() error {
-			// Ingress paths start once the default cluster's caches are in sync, so their
-			// first reads hit.
-			if c := s.Cache(); c != nil {
-				if err := c.WaitForSync(gctx); err != nil {
-					return nil
-				}
-			}
-			return r(gctx)
-		})
+	defer stopRecorder()
+	s.sweepers.set(c.Name(), sw)
+	defer s.sweepers.remove(c.Name(), sw)
+	if in.GC.Interval > 0 {
+		g.Go(func() error { return sw.Run(gctx) })
 	}
+	// The sweeper serves `operation: gc` until the cluster is removed or serve stops.
+	g.Go(func() error { <-gctx.Done(); return nil })
 	return g.Wait()
 }
 
 // sweepers holds the orphan sweeper of every cluster that has one running, for
-// `operation: gc` events and the sweep after an attach.
+// `operation: gc` events and the sweep after an attach (dispatch.Sweeps).
 type sweepers struct {
 	reg *cluster.Registry
-	mu  sync.Mutex
-	by  map[string]*gc.Sweeper
+	// periodic: sweeps run periodically, so an attach that wrote schedules one.
+	periodic bool
+	mu       sync.Mutex
+	by       map[string]*gc.Sweeper
 }
 
 func (s *sweepers) set(name string, sw *gc.Sweeper) {
@@ -228,15 +211,19 @@ func (s *sweepers) get(name string) (*gc.Sweeper, error) {
 	return sw, nil
 }
 
-// trigger implements trigger.AfterAttachFunc: schedule a sweep of the namespace.
-func (s *sweepers) trigger(name, ns string) {
+// AfterAttach implements dispatch.Sweeps: with periodic sweeps, schedule a sweep of the
+// namespace.
+func (s *sweepers) AfterAttach(name, ns string) {
+	if !s.periodic {
+		return
+	}
 	if sw, err := s.get(name); err == nil {
 		sw.Trigger(ns)
 	}
 }
 
-// sweep implements the trigger's `operation: gc` in the event's cluster.
-func (s *sweepers) sweep(ctx context.Context, name, ns string, dryRun bool) (any, string, error) {
+// Sweep implements dispatch.Sweeps: `operation: gc` in the event's cluster.
+func (s *sweepers) Sweep(ctx context.Context, name, ns string, dryRun bool) (any, string, error) {
 	sw, err := s.get(name)
 	if err != nil {
 		return nil, "", err
@@ -255,7 +242,8 @@ func (s *sweepers) sweep(ctx context.Context, name, ns string, dryRun bool) (any
 // sweeper builds cluster c's orphan sweeper and returns it with the function that stops
 // its Event broadcaster. The Lease (with leader election) lives in the default cluster,
 // named LeaseName.
-func (s *Server) sweeper(c *cluster.Cluster, o GCOptions, metrics *gc.Metrics, leaseClient kubernetes.Interface, log *slog.Logger) (*gc.Sweeper, func(), error) {
+func (s *Server) sweeper(c *cluster.Cluster, log *slog.Logger) (*gc.Sweeper, func(), error) {
+	o, metrics, leaseClient := *s.opts.Ingress.GC, s.gc.metrics, s.gc.leaseClient
 	recorder, stopRecorder := kube.NewBroadcastRecorder(c.Clients.Kube)
 	cl := c.Clients
 	cfg := gc.Config{Cluster: c.Name(), Client: cl.Kube, Attacher: c.Attacher, AllowSecrets: s.opts.AllowSecrets,

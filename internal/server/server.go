@@ -1,7 +1,9 @@
-// Package server wires the long-running service behind `configmap-attacher serve`:
-// Kubernetes clients, the informer cache, the core Attacher, and the gRPC custom
-// trigger and HTTP receiver of package trigger. It is separate from the CLI so that
-// other commands (a local dev mode) and tests can run the service in-process.
+// Package server builds the long-running service behind `configmap-attacher serve` in
+// one constructor: the cluster registry (clients, caches, the core Attacher per
+// cluster), the dispatcher, and every way in over it (gRPC custom trigger and HTTP
+// receiver of package trigger, the EventBus subscription, the built-in watcher) plus
+// the orphan sweepers. It is separate from the CLI so that the development harness and
+// tests can run the service in-process.
 package server
 
 import (
@@ -19,6 +21,9 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/internal/cache"
 	"github.com/configmap-attacher/configmap-attacher/internal/cluster"
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
+	"github.com/configmap-attacher/configmap-attacher/internal/dispatch"
+	"github.com/configmap-attacher/configmap-attacher/internal/eventbus"
+	"github.com/configmap-attacher/configmap-attacher/internal/gc"
 	"github.com/configmap-attacher/configmap-attacher/trigger"
 )
 
@@ -29,19 +34,22 @@ type Options struct {
 	GRPCAddr, HTTPAddr string
 	// TLSCertFile and TLSKeyFile, when set, serve TLS on both servers.
 	TLSCertFile, TLSKeyFile string
-	// ClusterName is the name of the cluster served (trigger.DefaultClusterName).
+	// ClusterName is the name of the cluster served (dispatch.DefaultClusterName).
 	ClusterName string
 	// Namespace limits the caches to one namespace; empty means all.
 	Namespace string
-	// MaxInFlight bounds concurrent events (trigger.DefaultMaxInFlight).
+	// MaxInFlight bounds the events handled at once, every way in together
+	// (dispatch.DefaultMaxInFlight).
 	MaxInFlight int
-	// ExecuteTimeout bounds one event (trigger.DefaultExecuteTimeout).
+	// ExecuteTimeout bounds one event, on every way in (dispatch.DefaultExecuteTimeout).
 	ExecuteTimeout time.Duration
 	// MaxBodyBytes bounds an HTTP request body.
 	MaxBodyBytes int64
-	// ShutdownTimeout bounds the graceful shutdown (30s).
+	// ShutdownTimeout bounds the graceful shutdown (30s): the events in flight get this
+	// long to finish on every way in.
 	ShutdownTimeout time.Duration
-	// AllowSecrets lets events that ask for it attach Secrets (and caches Secret metadata).
+	// AllowSecrets lets the service attach Secrets (and caches Secret metadata): every
+	// way in then includes Secrets unless an event's spec says includeSecrets=false.
 	AllowSecrets bool
 	// BlockOwnerDeletion sets blockOwnerDeletion on added ownerReferences.
 	BlockOwnerDeletion bool
@@ -60,11 +68,13 @@ type Options struct {
 	ProbeInterval time.Duration
 	// Logger receives logs; nil means slog.Default().
 	Logger *slog.Logger
-	// Clusters, when set, serves several clusters: New builds no registry of its own
-	// (its rest.Config may be nil; the cluster options above other than the listeners'
-	// are the registry's). Without it New serves the one cluster of its rest.Config
-	// through a registry of one, named ClusterName.
-	Clusters *cluster.Registry
+	// Clusters, when set, serves several clusters: the registry's options (its static
+	// clusters, default, Argo CD Secrets, ...). New sets its PerCluster and fills its
+	// Logger; the rest.Config given to New may then be nil. Without it New serves the one
+	// cluster of its rest.Config through a registry of one, named ClusterName.
+	Clusters *cluster.Options
+	// Ingress selects the ways in beside gRPC and HTTP and the orphan sweep.
+	Ingress Ingress
 }
 
 // Defaults of Options.
@@ -73,52 +83,34 @@ const (
 	DefaultHTTPAddr = ":8080"
 )
 
-// Server is one configmap-attacher service for one or several clusters. Create it with
-// New (which binds the listeners), then Run or RunWith it.
+// Server is one configmap-attacher service for one or several clusters: every way in
+// over one dispatcher. Create it with New (which builds every part and binds the
+// listeners), then Run it.
 type Server struct {
-	opts Options
-	log  *slog.Logger
-	reg  *cluster.Registry
-	svc  *trigger.Service
-	grpc *trigger.GRPCServer
-	http *trigger.HTTPServer
-	// checks are more readiness conditions (the EventBus subscription), set before Run.
-	checks []func() (bool, string)
+	opts     Options
+	log      *slog.Logger
+	spec     core.Options // what an empty spec means on this service
+	reg      *cluster.Registry
+	d        *dispatch.Dispatcher
+	sweepers *sweepers
+	gc       gcParts
+	sub      *eventbus.Subscriber
+	grpc     *trigger.GRPCServer
+	http     *trigger.HTTPServer
 }
 
-// readiness is the service's readiness and its /readyz detail: the registry's (the
-// default cluster is reachable and synced; one line per cluster) and every other check
-// (one line each).
-func (s *Server) readiness() (bool, string) {
-	ok, detail := s.reg.Readiness()
-	for _, check := range s.checks {
-		cok, cdetail := check()
-		ok = ok && cok
-		detail += cdetail + "\n"
-	}
-	return ok, detail
-}
-
-// New builds the cluster registry (one cluster from cfg, or o.Clusters), the trigger
-// service and both servers, and binds the listeners so that addresses are known and
-// port conflicts fail here. Nothing is contacted until Run. Errors: bad TLS files,
-// listen failures, client construction failures.
+// New builds the whole service from o: the cluster registry (one cluster from cfg, or
+// o.Clusters), the dispatcher, the sweepers, the EventBus subscription and both
+// servers, and binds the listeners so that addresses are known and port conflicts fail
+// here. Nothing is contacted until Run. Errors: bad options (core.ErrInvalid), bad TLS
+// files, listen failures, client construction failures.
 func New(cfg *rest.Config, o Options) (*Server, error) {
 	if cfg == nil && o.Clusters == nil {
 		return nil, errors.New("server: nil rest.Config")
 	}
-	if o.GRPCAddr == "" {
-		o.GRPCAddr = DefaultGRPCAddr
-	}
-	if o.HTTPAddr == "" {
-		o.HTTPAddr = DefaultHTTPAddr
-	}
-	if o.ClusterName == "" {
-		o.ClusterName = trigger.DefaultClusterName
-	}
-	log := o.Logger
-	if log == nil {
-		log = slog.Default()
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
 	}
 	tlsCfg, err := trigger.LoadTLS(o.TLSCertFile, o.TLSKeyFile)
 	if err != nil {
@@ -127,26 +119,26 @@ func New(cfg *rest.Config, o Options) (*Server, error) {
 	if tlsCfg, err = trigger.WithClientCA(tlsCfg, o.TLSClientCAFile); err != nil {
 		return nil, err
 	}
-	reg := o.Clusters
-	if reg == nil {
-		reg, err = cluster.New(cluster.Options{
-			Clusters:  []cluster.Spec{{Name: o.ClusterName, Source: cluster.SourceHome, Origin: "--kubeconfig/--context", Config: cfg}},
-			Namespace: o.Namespace, AllowSecrets: o.AllowSecrets, BlockOwnerDeletion: o.BlockOwnerDeletion,
-			Namespaces: o.Namespaces, ProbeInterval: o.ProbeInterval, Logger: log})
-		if err != nil {
-			return nil, fmt.Errorf("server: %w", err)
-		}
+	s := &Server{opts: o, log: o.Logger, spec: core.DefaultOptions()}
+	s.spec.IncludeSecrets = o.AllowSecrets
+	metrics := dispatch.NewMetrics()
+	if s.reg, err = s.registry(cfg); err != nil {
+		return nil, err
 	}
-	s := &Server{opts: o, log: log, reg: reg}
-	s.svc, err = trigger.NewService(trigger.Config{Clusters: reg, MaxInFlight: o.MaxInFlight,
-		ExecuteTimeout: o.ExecuteTimeout, Logger: log,
-		Ready:       func() bool { ok, _ := s.readiness(); return ok },
-		ReadyDetail: func() string { _, d := s.readiness(); return d }})
+	if err := metrics.Registry.Register(s.reg.Collector()); err != nil {
+		return nil, fmt.Errorf("server: cluster metrics: %w", err)
+	}
+	if s.gc, err = s.gcParts(metrics); err != nil {
+		return nil, err
+	}
+	s.sweepers = &sweepers{reg: s.reg, by: map[string]*gc.Sweeper{}, periodic: o.Ingress.GC.Interval > 0}
+	s.d, err = dispatch.New(dispatch.Config{Clusters: s.reg, Sweeps: s.sweepers, Defaults: &s.spec,
+		MaxInFlight: o.MaxInFlight, ExecuteTimeout: o.ExecuteTimeout, StopGrace: o.ShutdownTimeout, Metrics: metrics, Logger: s.log})
 	if err != nil {
 		return nil, err
 	}
-	if err := s.svc.Metrics().Registry.Register(reg.Collector()); err != nil {
-		return nil, fmt.Errorf("server: cluster metrics: %w", err)
+	if s.sub, err = s.subscriber(metrics); err != nil {
+		return nil, err
 	}
 	if err := s.listen(tlsCfg); err != nil {
 		return nil, err
@@ -154,9 +146,64 @@ func New(cfg *rest.Config, o Options) (*Server, error) {
 	return s, nil
 }
 
+// withDefaults fills the defaults of o and validates what New cannot start with.
+func (o Options) withDefaults() (Options, error) {
+	if o.GRPCAddr == "" {
+		o.GRPCAddr = DefaultGRPCAddr
+	}
+	if o.HTTPAddr == "" {
+		o.HTTPAddr = DefaultHTTPAddr
+	}
+	if o.ClusterName == "" {
+		o.ClusterName = dispatch.DefaultClusterName
+	}
+	if o.ShutdownTimeout <= 0 {
+		o.ShutdownTimeout = 30 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o, o.Ingress.validate()
+}
+
+// registry builds the cluster registry: o.Clusters, or the one cluster of cfg. Its
+// per-cluster work (watcher, sweeper) is the server's.
+func (s *Server) registry(cfg *rest.Config) (*cluster.Registry, error) {
+	o := s.opts
+	ro := cluster.Options{
+		Clusters:  []cluster.Spec{{Name: o.ClusterName, Source: cluster.SourceHome, Origin: "--kubeconfig/--context", Config: cfg}},
+		Namespace: o.Namespace, AllowSecrets: o.AllowSecrets, BlockOwnerDeletion: o.BlockOwnerDeletion,
+		Namespaces: o.Namespaces, ProbeInterval: o.ProbeInterval}
+	if o.Clusters != nil {
+		ro = *o.Clusters
+	}
+	if ro.Logger == nil {
+		ro.Logger = s.log
+	}
+	ro.PerCluster = s.perCluster
+	reg, err := cluster.New(ro)
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	return reg, nil
+}
+
+// readiness is the service's readiness and its /readyz detail: the registry's (the
+// default cluster is reachable and synced; one line per cluster) and the EventBus
+// subscription's.
+func (s *Server) readiness() (bool, string) {
+	ok, detail := s.reg.Readiness()
+	if s.sub != nil {
+		sok, sdetail := s.sub.Health()
+		ok = ok && sok
+		detail += sdetail + "\n"
+	}
+	return ok, detail
+}
+
 // listen binds the enabled listeners and builds the servers on them.
 func (s *Server) listen(tlsCfg *tls.Config) error {
-	o, svc := s.opts, s.svc
+	o := s.opts
 	var err error
 	var glis, hlis net.Listener
 	if o.GRPCAddr != "-" {
@@ -173,11 +220,11 @@ func (s *Server) listen(tlsCfg *tls.Config) error {
 		}
 	}
 	if glis != nil {
-		s.grpc = trigger.NewGRPCServer(svc, glis, trigger.GRPCOptions{TLS: tlsCfg, ShutdownTimeout: o.ShutdownTimeout})
+		s.grpc = trigger.NewGRPCServer(s.d, glis, trigger.GRPCOptions{TLS: tlsCfg, ShutdownTimeout: o.ShutdownTimeout})
 	}
 	if hlis != nil {
-		s.http = trigger.NewHTTPServer(svc, hlis, trigger.HTTPOptions{TLS: tlsCfg, MaxBodyBytes: o.MaxBodyBytes, ShutdownTimeout: o.ShutdownTimeout,
-			AuthToken: o.HTTPToken, PublicMetrics: o.PublicMetrics})
+		s.http = trigger.NewHTTPServer(s.d, hlis, trigger.HTTPOptions{TLS: tlsCfg, MaxBodyBytes: o.MaxBodyBytes, ShutdownTimeout: o.ShutdownTimeout,
+			AuthToken: o.HTTPToken, PublicMetrics: o.PublicMetrics, Ready: s.readiness})
 	}
 	return nil
 }
@@ -211,29 +258,42 @@ func (s *Server) Cache() *cache.Cache {
 // Clusters returns the registry the server serves.
 func (s *Server) Clusters() *cluster.Registry { return s.reg }
 
-// Service returns the trigger service both servers call.
-func (s *Server) Service() *trigger.Service { return s.svc }
+// Dispatcher returns the dispatcher every way in calls.
+func (s *Server) Dispatcher() *dispatch.Dispatcher { return s.d }
 
-// Run starts the clusters' caches and health probes and both servers and blocks until
-// ctx ends or one of them fails. On shutdown both servers stop taking work and finish
-// what is in flight. It returns nil after a clean shutdown, the first failure otherwise.
-// Readiness (/readyz) is the default cluster's health: its apiserver answers its probe
-// and its caches have synced.
+// Ready reports the service's readiness (what /readyz answers).
+func (s *Server) Ready() bool { ok, _ := s.readiness(); return ok }
+
+// Run runs every part until ctx ends or one of them fails: the clusters' caches and
+// health probes (and per cluster, once its caches are in sync, its watcher and
+// sweeper), the dispatcher, both servers and the EventBus subscription. On shutdown
+// every way in stops taking work and what is in flight finishes (ShutdownTimeout). It
+// returns nil after a clean shutdown, the first failure otherwise.
 func (s *Server) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return s.reg.Run(gctx) })
+	g.Go(func() error { return s.d.Run(gctx) })
 	if s.grpc != nil {
 		g.Go(func() error { return s.grpc.Run(gctx) })
 	}
 	if s.http != nil {
 		g.Go(func() error { return s.http.Run(gctx) })
 	}
+	if s.sub != nil {
+		g.Go(func() error {
+			// The subscription starts once the default cluster's caches are in sync, so
+			// its first reads hit.
+			if c := s.Cache(); c != nil && c.WaitForSync(gctx) != nil {
+				return nil
+			}
+			return s.sub.Run(gctx)
+		})
+	}
 	s.log.Info("serving", "grpc", s.GRPCAddr(), "http", s.HTTPAddr(), "clusters", s.reg.Names(), "default", s.reg.DefaultName(),
+		"watch", s.opts.Ingress.Watch, "eventbus", s.sub != nil, "gcInterval", s.opts.Ingress.GC.Interval,
 		"tls", s.opts.TLSCertFile != "", "mtls", s.opts.TLSClientCAFile != "", "httpAuth", len(s.opts.HTTPToken) > 0,
 		"namespaces", s.opts.Namespaces.String())
-	err := g.Wait()
-	s.svc.Wait()
-	if err != nil {
+	if err := g.Wait(); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
 	s.log.Info("stopped")

@@ -36,9 +36,9 @@ import (
 
 	"github.com/configmap-attacher/configmap-attacher/internal/controlplane"
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
+	"github.com/configmap-attacher/configmap-attacher/internal/dispatch"
 	"github.com/configmap-attacher/configmap-attacher/internal/kube"
 	"github.com/configmap-attacher/configmap-attacher/internal/server"
-	"github.com/configmap-attacher/configmap-attacher/trigger"
 )
 
 var cp *controlplane.ControlPlane
@@ -140,7 +140,7 @@ func TestServeAttachesOverGRPCAndHTTP(t *testing.T) {
 		return []byte(`{"type":"ADD","group":"apps","version":"v1","resource":"replicasets","metadata":{"cluster":"in-cluster"},"body":` + string(body) + `}`)
 	}
 	// gRPC: the Sensor's sequence FetchResource → Execute → ApplyPolicy.
-	viaGRPC := func(rs *appsv1.ReplicaSet) trigger.Response {
+	viaGRPC := func(rs *appsv1.ReplicaSet) dispatch.Response {
 		spec, err := tc.FetchResource(ctx, &triggers.FetchResourceRequest{Resource: []byte("operation: attach\ndiscover: \"true\"\n")})
 		require.NoError(t, err)
 		out, err := tc.Execute(ctx, &triggers.ExecuteRequest{Resource: spec.Resource, Payload: eventData(rs)})
@@ -148,23 +148,23 @@ func TestServeAttachesOverGRPCAndHTTP(t *testing.T) {
 		pol, err := tc.ApplyPolicy(ctx, &triggers.ApplyPolicyRequest{Request: out.Response})
 		require.NoError(t, err)
 		assert.True(t, pol.Success, pol.Message)
-		var r trigger.Response
+		var r dispatch.Response
 		require.NoError(t, json.Unmarshal(out.Response, &r))
 		return r
 	}
 	// HTTP: a structured-mode CloudEvent, spec in the query.
-	viaHTTP := func(rs *appsv1.ReplicaSet) trigger.Response {
+	viaHTTP := func(rs *appsv1.ReplicaSet) dispatch.Response {
 		ce := `{"specversion":"1.0","id":"` + string(rs.UID) + `","source":"configmap-attacher","type":"resource","datacontenttype":"application/json","data":` + string(eventData(rs)) + `}`
 		resp, err := http.Post("http://"+s.HTTPAddr()+"/?operation=attach", "application/cloudevents+json", strings.NewReader(ce))
 		require.NoError(t, err)
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
 		require.Equal(t, 200, resp.StatusCode, string(b))
-		var r trigger.Response
+		var r dispatch.Response
 		require.NoError(t, json.Unmarshal(b, &r))
 		return r
 	}
-	outcomeOf := func(r trigger.Response) core.Outcome {
+	outcomeOf := func(r dispatch.Response) core.Outcome {
 		require.Len(t, r.Objects, 1, r.Message)
 		return r.Objects[0].Outcome
 	}

@@ -1,0 +1,171 @@
+package cluster_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/configmap-attacher/configmap-attacher/internal/cluster"
+	"github.com/configmap-attacher/configmap-attacher/internal/controlplane"
+	"github.com/configmap-attacher/configmap-attacher/internal/core"
+	"github.com/configmap-attacher/configmap-attacher/internal/server"
+)
+
+// blackhole is a TCP proxy to an apiserver that can be switched to a network partition:
+// it then accepts and reads but never forwards or answers (no reset, no close), as a
+// cluster whose network is gone looks to a client.
+type blackhole struct {
+	lis    net.Listener
+	target string
+	dead   atomic.Bool
+	mu     sync.Mutex
+	conns  []net.Conn
+}
+
+func startBlackhole(t *testing.T, target string) *blackhole {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &blackhole{lis: lis, target: target}
+	go func() {
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			p.track(c)
+			go p.serve(c)
+		}
+	}()
+	t.Cleanup(p.close)
+	return p
+}
+
+func (p *blackhole) track(c net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.conns = append(p.conns, c)
+}
+
+func (p *blackhole) close() {
+	_ = p.lis.Close()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		_ = c.Close()
+	}
+}
+
+// copy forwards src to dst until the partition, then swallows src.
+func (p *blackhole) copy(dst io.Writer, src io.Reader) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 && !p.dead.Load() {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				_, _ = io.Copy(io.Discard, src)
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (p *blackhole) serve(c net.Conn) {
+	if p.dead.Load() {
+		_, _ = io.Copy(io.Discard, c)
+		return
+	}
+	up, err := net.Dial("tcp", p.target)
+	if err != nil {
+		_ = c.Close()
+		return
+	}
+	p.track(up)
+	go p.copy(up, c)
+	p.copy(c, up)
+}
+
+func (p *blackhole) url() string { return "https://" + p.lis.Addr().String() }
+
+// TestPartitionedArgoCDClusterIsRemovedPromptly: an Argo CD cluster whose network is gone
+// (requests hang, nothing is refused) while its watcher has ReplicaSets to handle. Its
+// Secret is deleted; the registry must go on processing Argo CD Secrets: a cluster
+// added next is served promptly, and serve still stops promptly.
+func TestPartitionedArgoCDClusterIsRemovedPromptly(t *testing.T) {
+	a, b := cluster.ForTestPlanes()
+	if a == nil {
+		t.Skip("integration test: needs two local control planes (not started with -short)")
+	}
+	ctx := context.Background()
+	breakRun.Add(1)
+	ns, argocd := uniq("break-hung"), uniq("break-hung-argocd")
+	createNamespace(t, a, argocd)
+	createNamespace(t, b, ns)
+	u, err := url.Parse(b.ServerURL())
+	require.NoError(t, err)
+	proxy := startBlackhole(t, u.Host)
+
+	s := startBreakServe(t, cluster.Options{
+		Clusters:        []cluster.Spec{{Name: "hub", Source: cluster.SourceHome, Origin: "test", Config: a.RESTConfig()}},
+		ArgoCDNamespace: argocd,
+	}, server.Ingress{Watch: true, WatchResync: 500 * time.Millisecond})
+	secrets := a.Client().CoreV1().Secrets(argocd)
+	hung := cluster.ForTestArgoCDSecret("hung", "hung", b)
+	hung.Namespace = argocd
+	hung.StringData["server"] = proxy.url()
+	_, err = secrets.Create(ctx, hung, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	// ReplicaSets naming a ConfigMap that does not exist: every resync makes the watcher
+	// read it live (a cache miss).
+	zero := int32(0)
+	for i := range 8 {
+		labels := map[string]string{"app": fmt.Sprintf("hung-%d", i)}
+		_, err := b.Client().AppsV1().ReplicaSets(ns).Create(ctx, &appsv1.ReplicaSet{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("hung-%d", i), Labels: labels,
+				Annotations: map[string]string{core.AnnotationConfigMaps: fmt.Sprintf("missing-%d", i)}},
+			Spec: appsv1.ReplicaSetSpec{Replicas: &zero, Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+					Containers: []corev1.Container{{Name: "app", Image: "app:1"}}}}},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	controlplane.Eventually(t, 30*time.Second, "hung's sweeper started (caches synced)", func() error {
+		if code, body := s.gcDryRun(t, "hung", ns); code != 200 {
+			return fmt.Errorf("gc hung: %d %s", code, body)
+		}
+		return nil
+	})
+	time.Sleep(time.Second) // a resync or two through the watcher
+
+	proxy.dead.Store(true)
+	time.Sleep(2 * time.Second) // the next resyncs hang in live reads
+	require.NoError(t, secrets.Delete(ctx, "hung", metav1.DeleteOptions{}))
+	next := cluster.ForTestArgoCDSecret("next", "next", b)
+	next.Namespace = argocd
+	_, err = secrets.Create(ctx, next, metav1.CreateOptions{})
+	require.NoError(t, err)
+	start := time.Now()
+	controlplane.Eventually(t, 20*time.Second, "the next Argo CD cluster served", func() error {
+		if code, body := s.gcDryRun(t, "next", ns); code != 200 {
+			return fmt.Errorf("gc next: %d %s", code, body)
+		}
+		return nil
+	})
+	t.Logf("next served %s after its Secret was created", time.Since(start).Round(time.Millisecond))
+	s.stop(t)
+}

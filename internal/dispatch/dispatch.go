@@ -1,0 +1,345 @@
+// Package dispatch is the one way from every ingress path to the core: the gRPC custom
+// trigger, the HTTP receiver, the EventBus subscription and the built-in watcher decode
+// their input into a Request, call Dispatch, and map the typed Answer to their own
+// protocol. The dispatcher owns what is the same on every path: routing to the cluster
+// (with its health gate), the bound on work in flight, the execute timeout, the drain
+// on shutdown, classifying the outcome, metrics, logs, `operation: gc` and the sweep
+// after an attach (docs/design.md, "One way in").
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/configmap-attacher/configmap-attacher/internal/core"
+)
+
+// Defaults of Config.
+const (
+	DefaultMaxInFlight    = 64
+	DefaultExecuteTimeout = 30 * time.Second
+	DefaultStopGrace      = 30 * time.Second
+)
+
+// Path names a way in; it labels metrics and logs.
+type Path string
+
+// The ways in.
+const (
+	PathGRPC     Path = "grpc"
+	PathHTTP     Path = "http"
+	PathEventBus Path = "eventbus"
+	PathWatcher  Path = "watcher"
+)
+
+// pull reports whether the path pulls its events at its own pace (EventBus, watcher):
+// such a path waits for a free slot, where a pushed event is answered busy at once.
+func (p Path) pull() bool { return p == PathEventBus || p == PathWatcher }
+
+// Request is one decoded event.
+type Request struct {
+	Path Path
+	// Options are the event's effective options (Dispatcher.ParseSpec of its spec).
+	Options core.Options
+	// Event names the ReplicaSet. Event.Cluster is the cluster the event itself names
+	// (Argo Events metadata, CloudEvent extension; "" for none); Options.Cluster wins
+	// over it, the default cluster is the fallback.
+	Event core.Event
+}
+
+// Response is the JSON result of one event (gRPC Execute, HTTP POST): the core's
+// Result plus a one-line message, or the reason the event was ignored.
+type Response struct {
+	core.Result
+	// Message summarises the outcome ("ReplicaSet shop/web: 1 attached").
+	Message string `json:"message"`
+	// Ignored is set, with the reason, when the event was acknowledged without work.
+	Ignored string `json:"ignored,omitempty"`
+	// GC is the sweep report of an `operation: gc` event.
+	GC any `json:"gc,omitempty"`
+	// Error is the error the event ended with, if any.
+	Error string `json:"error,omitempty"`
+}
+
+// Answer is the dispatcher's typed answer to one event.
+type Answer struct {
+	Class    Class
+	Err      error
+	Response Response
+}
+
+// Config configures a Dispatcher.
+type Config struct {
+	// Clusters resolves the event's cluster to its Attacher, and refuses a cluster whose
+	// health probe fails (core.ErrUnavailable). Required.
+	Clusters Clusters
+	// Sweeps serves `operation: gc` and the sweep after an attach; nil makes
+	// `operation: gc` unsupported.
+	Sweeps Sweeps
+	// Defaults are what an empty spec means on every path (core.DefaultOptions, with
+	// IncludeSecrets set when the service allows Secrets). Zero means core.DefaultOptions.
+	Defaults *core.Options
+	// MaxInFlight bounds the events handled at once, all paths together.
+	MaxInFlight int
+	// ExecuteTimeout bounds the work for one event, on every path.
+	ExecuteTimeout time.Duration
+	// StopGrace is how long work in flight may go on once Run's context ends before it
+	// is cancelled (a cancelled attach is safe: each patch is sent whole or not at all).
+	StopGrace time.Duration
+	// Metrics receives the metrics; nil means a fresh set.
+	Metrics *Metrics
+	// Logger receives one line per event; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Dispatcher runs events for every way in. Build it with New, run it with Run. It is
+// safe for concurrent use.
+type Dispatcher struct {
+	clusters Clusters
+	sweeps   Sweeps
+	defaults core.Options
+	timeout  time.Duration
+	grace    time.Duration
+	sem      chan struct{}
+	metrics  *Metrics
+	log      *slog.Logger
+
+	mu       sync.Mutex // guards stopping and wg.Add against Run's wg.Wait
+	stopping bool
+	wg       sync.WaitGroup
+	hard     context.Context // cancelled StopGrace after Run's context ends
+	stopHard context.CancelFunc
+}
+
+// New validates cfg and returns a Dispatcher.
+func New(cfg Config) (*Dispatcher, error) {
+	if cfg.Clusters == nil {
+		return nil, errors.New("dispatch: Config.Clusters is required")
+	}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = DefaultMaxInFlight
+	}
+	if cfg.ExecuteTimeout <= 0 {
+		cfg.ExecuteTimeout = DefaultExecuteTimeout
+	}
+	if cfg.StopGrace <= 0 {
+		cfg.StopGrace = DefaultStopGrace
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	defaults := core.DefaultOptions()
+	if cfg.Defaults != nil {
+		defaults = *cfg.Defaults
+	}
+	hard, stop := context.WithCancel(context.Background())
+	return &Dispatcher{clusters: cfg.Clusters, sweeps: cfg.Sweeps, defaults: defaults, timeout: cfg.ExecuteTimeout,
+		grace: cfg.StopGrace, sem: make(chan struct{}, cfg.MaxInFlight), metrics: cfg.Metrics, log: cfg.Logger,
+		hard: hard, stopHard: stop}, nil
+}
+
+// Metrics returns the dispatcher's metrics.
+func (d *Dispatcher) Metrics() *Metrics { return d.metrics }
+
+// ParseSpec returns the options of a trigger spec on this service: core.ParseSpecWith
+// from the service's defaults. Errors are *core.FieldError naming the key.
+func (d *Dispatcher) ParseSpec(spec map[string]string) (core.Options, error) {
+	return core.ParseSpecWith(d.defaults, spec)
+}
+
+// Run serves until ctx ends, then stops taking events (ClassShuttingDown), gives the
+// events in flight StopGrace to finish, cancels what is left and returns nil once all
+// have returned.
+func (d *Dispatcher) Run(ctx context.Context) error {
+	<-ctx.Done()
+	d.mu.Lock()
+	d.stopping = true
+	d.mu.Unlock()
+	t := time.AfterFunc(d.grace, d.stopHard)
+	defer t.Stop()
+	d.wg.Wait()
+	d.stopHard()
+	return nil
+}
+
+// Dispatch runs one event and answers it. Pushed events (gRPC, HTTP) are answered busy
+// when MaxInFlight events are in flight; pulled ones (EventBus, watcher) wait for a slot
+// while ctx lives. The work is bounded by the execute timeout and by the stop grace.
+func (d *Dispatcher) Dispatch(ctx context.Context, req Request) Answer {
+	start := time.Now()
+	a := d.dispatch(ctx, req)
+	d.finish(ctx, req.Path, start, &a)
+	return a
+}
+
+// GaveUp counts and logs an event a way in stops retrying after its own limit (reason
+// "max-deliver" on the EventBus, "max-retries" in the watcher); cluster may be "".
+func (d *Dispatcher) GaveUp(cluster string, path Path, reason string) {
+	d.metrics.givenUp.WithLabelValues(cluster, string(path), reason).Inc()
+}
+
+// Reject answers an event refused before it could be dispatched (a payload that does
+// not decode, a body too large, a bad spec; event.ErrNotAdd makes it ClassIgnored), and
+// counts and logs it like any other. ev holds what was decoded, if anything.
+func (d *Dispatcher) Reject(ctx context.Context, path Path, ev core.Event, err error) Answer {
+	a := answer(newResponse(ev), err)
+	if a.Class == ClassIgnored {
+		a.Response.Ignored, a.Response.Message, a.Response.Error = err.Error(), "ignored: "+err.Error(), ""
+	}
+	d.finish(ctx, path, time.Now(), &a)
+	return a
+}
+
+func (d *Dispatcher) dispatch(ctx context.Context, req Request) Answer {
+	resp := newResponse(req.Event)
+	release, err := d.acquire(ctx, req.Path)
+	if err != nil {
+		return answer(resp, err)
+	}
+	defer release()
+	name := req.Event.Cluster
+	if req.Options.Cluster != "" {
+		name = req.Options.Cluster
+	}
+	att, err := d.clusters.Attacher(name)
+	if err != nil {
+		return answer(resp, err)
+	}
+	ctx, cancel := d.workContext(ctx)
+	defer cancel()
+	if req.Options.Operation == core.OperationGC {
+		return d.sweep(ctx, att, req, resp)
+	}
+	ev := req.Event
+	ev.Cluster, ev.Options = att.Cluster(), req.Options
+	res, err := att.Attach(ctx, ev)
+	resp.Result = res
+	if err == nil || len(res.Objects) > 0 || res.Skipped != "" {
+		resp.Message = res.Summary() // else the error says it (answer)
+	}
+	if res.Writes() > 0 && d.sweeps != nil {
+		d.sweeps.AfterAttach(res.Cluster, res.Namespace)
+	}
+	return answer(resp, cause(ctx, err))
+}
+
+// sweep runs an `operation: gc` event: the namespace is the spec's, else the event's.
+func (d *Dispatcher) sweep(ctx context.Context, att *core.Attacher, req Request, resp Response) Answer {
+	ns := req.Event.Namespace
+	if req.Options.Namespace != "" {
+		ns = req.Options.Namespace
+	}
+	resp.Cluster, resp.DryRun = att.Cluster(), req.Options.DryRun
+	if err := att.CheckNamespace(ns); err != nil {
+		return answer(resp, err)
+	}
+	err := d.gc(ctx, att.Cluster(), ns, req.Options.DryRun, &resp)
+	return answer(resp, cause(ctx, err))
+}
+
+// workContext bounds one event's work by the execute timeout and the stop grace.
+func (d *Dispatcher) workContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeoutCause(ctx, d.timeout,
+		fmt.Errorf("%w: the event took longer than %s", context.DeadlineExceeded, d.timeout))
+	stop := context.AfterFunc(d.hard, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
+// cause makes an error of work cut short by the timeout or a stop say so: the core may
+// report a cut-short request as a plain transient failure.
+func cause(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("%w: %w", context.Cause(ctx), err)
+	}
+	return err
+}
+
+func (d *Dispatcher) acquire(ctx context.Context, path Path) (func(), error) {
+	d.mu.Lock()
+	if d.stopping {
+		d.mu.Unlock()
+		return nil, fmt.Errorf("%w; retry", ErrShuttingDown)
+	}
+	d.wg.Add(1)
+	d.mu.Unlock()
+	if err := d.slot(ctx, path); err != nil {
+		d.wg.Done()
+		return nil, err
+	}
+	d.metrics.inFlight.Inc()
+	return func() {
+		d.metrics.inFlight.Dec()
+		<-d.sem
+		d.wg.Done()
+	}, nil
+}
+
+func (d *Dispatcher) slot(ctx context.Context, path Path) error {
+	select {
+	case d.sem <- struct{}{}:
+		return nil
+	default:
+	}
+	if !path.pull() {
+		return fmt.Errorf("%w (limit %d); retry later", ErrBusy, cap(d.sem))
+	}
+	select {
+	case d.sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for a free slot: %w", context.Cause(ctx))
+	case <-d.hard.Done():
+		return fmt.Errorf("%w; retry", ErrShuttingDown)
+	}
+}
+
+func newResponse(ev core.Event) Response {
+	return Response{Result: core.Result{Namespace: ev.Namespace, ReplicaSet: ev.Name, Objects: []core.ObjectResult{}}}
+}
+
+func answer(resp Response, err error) Answer {
+	a := Answer{Class: Classify(err), Err: err, Response: resp}
+	if err != nil {
+		a.Response.Error = err.Error()
+		if a.Response.Message == "" {
+			a.Response.Message = err.Error()
+		}
+	}
+	return a
+}
+
+// finish counts and logs one answered event: one line, at a level by class.
+func (d *Dispatcher) finish(ctx context.Context, path Path, start time.Time, a *Answer) {
+	d.metrics.observe(path, start, a)
+	r := &a.Response
+	attrs := []any{"path", path, "result", a.Class, "cluster", r.Cluster, "namespace", r.Namespace, "replicaSet", r.ReplicaSet,
+		"message", r.Message, "duration", time.Since(start).Round(time.Microsecond)}
+	if a.Err != nil && a.Class != ClassIgnored {
+		attrs = append(attrs, "err", a.Err)
+	}
+	d.log.Log(ctx, level(a), "event", attrs...)
+}
+
+func level(a *Answer) slog.Level {
+	switch a.Class {
+	case ClassOK:
+		if a.Response.Writes() > 0 {
+			return slog.LevelInfo
+		}
+		return slog.LevelDebug
+	case ClassIgnored:
+		return slog.LevelDebug
+	case ClassRefused:
+		return slog.LevelInfo
+	case ClassPermanent:
+		return slog.LevelError
+	}
+	return slog.LevelWarn
+}

@@ -1,0 +1,90 @@
+// Package layout's test holds the package map of docs/design.md against the code: what
+// may import what, and what the shipped binary links. It reads the import graph with
+// `go list`, so it needs the go command (it is there wherever the tests build).
+package layout
+
+import (
+	"bufio"
+	"bytes"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/configmap-attacher/configmap-attacher/"
+
+// The ways in: each is a thin adapter over the dispatcher and imports no other.
+var transports = []string{"trigger", "internal/eventbus", "internal/watch"}
+
+// Transport libraries: the core, the sweep and the dispatcher use none of them.
+var transportLibs = []string{"google.golang.org/grpc", "github.com/nats-io/", "net/http", "github.com/cloudevents/sdk-go/v2/protocol"}
+
+// The development harness: never linked into the shipped binary.
+var harness = []string{"internal/controlplane", "internal/natsserver", "internal/argoevents", "internal/devenv",
+	"internal/demo", "internal/devcli", "internal/bench", "internal/testfix", "github.com/nats-io/nats-server"}
+
+// imports returns every package of the module with its direct imports (tests excluded).
+func imports(t *testing.T) map[string][]string {
+	t.Helper()
+	out := goList(t, "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "./...")
+	graph := map[string][]string{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) > 0 {
+			graph[strings.TrimPrefix(f[0], module)] = f[1:]
+		}
+	}
+	return graph
+}
+
+func goList(t *testing.T, args ...string) []byte {
+	t.Helper()
+	cmd := exec.Command("go", args...)
+	cmd.Dir = "../.."
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go %s: %v", strings.Join(args, " "), err)
+	}
+	return out
+}
+
+func hasPrefix(s string, prefixes []string) (string, bool) {
+	for _, p := range prefixes {
+		if strings.HasPrefix(s, p) || strings.HasPrefix(s, module+p) {
+			return p, true
+		}
+	}
+	return "", false
+}
+
+func TestTheCoreTheSweepAndTheDispatcherImportNoTransport(t *testing.T) {
+	graph := imports(t)
+	for _, pkg := range []string{"internal/core", "internal/gc", "internal/dispatch", "internal/event"} {
+		for _, imp := range graph[pkg] {
+			if p, bad := hasPrefix(imp, append(transports, transportLibs...)); bad {
+				t.Errorf("%s imports %s (%s): it must stay free of transports", pkg, imp, p)
+			}
+		}
+	}
+}
+
+func TestNoTransportImportsAnother(t *testing.T) {
+	graph := imports(t)
+	for _, tr := range transports {
+		for _, imp := range graph[tr] {
+			if p, bad := hasPrefix(imp, transports); bad && p != tr {
+				t.Errorf("way in %s imports way in %s: each is an adapter over internal/dispatch only", tr, imp)
+			}
+		}
+	}
+}
+
+func TestTheShippedBinaryLinksNoHarness(t *testing.T) {
+	out := goList(t, "list", "-deps", "./cmd/configmap-attacher")
+	for _, dep := range strings.Fields(string(out)) {
+		if p, bad := hasPrefix(dep, harness); bad {
+			t.Errorf("cmd/configmap-attacher links %s (%s): the development harness must stay out of the shipped binary", dep, p)
+		}
+	}
+}

@@ -1,0 +1,78 @@
+// Package testfix holds the fixtures tests share: ReplicaSets and ConfigMaps shaped as
+// the product sees them, and a quiet logger. Only tests import it; the shipped binary
+// never links it (internal/layout's test checks that).
+package testfix
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/configmap-attacher/configmap-attacher/internal/core"
+)
+
+// Quiet is a logger that drops everything.
+func Quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// ReplicaSet is a ReplicaSet of zero replicas whose pod template mounts ConfigMap cm.
+func ReplicaSet(name, cm string) *appsv1.ReplicaSet {
+	zero := int32(0)
+	labels := map[string]string{"app": name}
+	return &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: appsv1.ReplicaSetSpec{Replicas: &zero, Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+				Containers: []corev1.Container{{Name: "c", Image: "i"}},
+				Volumes: []corev1.Volume{{Name: "cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+					LocalObjectReference: corev1.LocalObjectReference{Name: cm}}}}}}}},
+	}
+}
+
+// CreateReplicaSet creates ReplicaSet(name, cm) in ns.
+func CreateReplicaSet(t testing.TB, kc kubernetes.Interface, ns, name, cm string) *appsv1.ReplicaSet {
+	t.Helper()
+	rs, err := kc.AppsV1().ReplicaSets(ns).Create(context.Background(), ReplicaSet(name, cm), metav1.CreateOptions{})
+	require.NoError(t, err)
+	return rs
+}
+
+// Revision is an opted-in ConfigMap revision.
+func Revision(ns, name string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
+		Labels: map[string]string{core.LabelRevision: "true"}}, Data: map[string]string{"k": "v"}}
+}
+
+// CreateNamespace creates namespace ns.
+func CreateNamespace(t testing.TB, kc kubernetes.Interface, ns string) {
+	t.Helper()
+	_, err := kc.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+}
+
+// SyncBuffer is a bytes.Buffer safe for one writer and concurrent readers (a process's
+// output read while it runs).
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
