@@ -204,25 +204,46 @@ type pendingWrite struct {
 	idx  int
 }
 
-// err summarises object errors: nil if none, wrapping ErrUnavailable if any is transient.
+// err summarises object errors: nil if none; wrapping ErrUnavailable if any is
+// transient (a retry redoes it; the permanent ones are only named); else wrapping one
+// *PermanentError per failed object (errors.Is ErrPermanent, errors.As *PermanentError).
 func (r *Result) err() error {
 	var msgs []string
+	var permanent []error
 	transient := false
 	for _, o := range r.Objects {
-		if o.Outcome == OutcomeError {
-			msgs = append(msgs, fmt.Sprintf("%s %s: %s", o.Kind, o.Name, o.Reason))
-			transient = transient || o.Transient
+		if o.Outcome != OutcomeError {
+			continue
 		}
+		msgs = append(msgs, fmt.Sprintf("%s %s/%s: %s", o.Kind, r.Namespace, o.Name, o.Reason))
+		if o.Transient {
+			transient = true
+			continue
+		}
+		cause := o.cause
+		if cause == nil {
+			cause = errors.New(o.Reason)
+		}
+		permanent = append(permanent, &PermanentError{Object: string(o.Kind) + " " + r.Namespace + "/" + o.Name, Cause: cause})
 	}
 	if len(msgs) == 0 {
 		return nil
 	}
-	err := fmt.Errorf("%d object(s) failed: %s", len(msgs), strings.Join(msgs, "; "))
+	msg := fmt.Sprintf("%d object(s) failed: %s", len(msgs), strings.Join(msgs, "; "))
 	if transient {
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return fmt.Errorf("%w: %s", ErrUnavailable, msg)
 	}
-	return err
+	return &objectErrors{msg: fmt.Sprintf("%s: %s", ErrPermanent, msg), errs: permanent}
 }
+
+// objectErrors is the error of an Attach whose failed objects all failed permanently.
+type objectErrors struct {
+	msg  string
+	errs []error
+}
+
+func (e *objectErrors) Error() string   { return e.msg }
+func (e *objectErrors) Unwrap() []error { return e.errs }
 
 // resolveReplicaSet applies safety rules 1 and 2 to the (possibly cached) ReplicaSet.
 func (a *Attacher) resolveReplicaSet(ctx context.Context, ev Event) (*appsv1.ReplicaSet, error) {
@@ -235,7 +256,7 @@ func (a *Attacher) resolveReplicaSet(ctx context.Context, ev Event) (*appsv1.Rep
 	case apierrors.IsNotFound(err):
 		return nil, refusedf("ReplicaSet %s/%s does not exist (deleted, or never created)", ev.Namespace, ev.Name)
 	case err != nil:
-		return nil, unavailable("reading ReplicaSet "+ev.Namespace+"/"+ev.Name, err)
+		return nil, apiFailure("reading", "ReplicaSet "+ev.Namespace+"/"+ev.Name, err)
 	}
 	return rs, checkOwner(ev, rs)
 }
@@ -257,7 +278,7 @@ func (a *Attacher) confirmLive(ctx context.Context, ev Event, cached *appsv1.Rep
 	case apierrors.IsNotFound(err):
 		return nil, refusedf("ReplicaSet %s/%s was deleted", cached.Namespace, cached.Name)
 	case err != nil:
-		return nil, unavailable("confirming ReplicaSet "+cached.Namespace+"/"+cached.Name, err)
+		return nil, apiFailure("confirming", "ReplicaSet "+cached.Namespace+"/"+cached.Name, err)
 	}
 	if live.UID != cached.UID {
 		return nil, refusedf("ReplicaSet %s/%s was replaced (UID %s, now %s)", cached.Namespace, cached.Name, cached.UID, live.UID)
@@ -321,7 +342,7 @@ func (a *Attacher) resolveWorkload(ctx context.Context, rs *appsv1.ReplicaSet) (
 			return w, nil, nil
 		}
 		if err != nil {
-			return w, nil, unavailable("reading Rollout "+rs.Namespace+"/"+ctrl.Name, err)
+			return w, nil, apiFailure("reading", "Rollout "+rs.Namespace+"/"+ctrl.Name, err)
 		}
 		if ro.GetUID() != ctrl.UID {
 			return w, nil, nil
@@ -335,7 +356,7 @@ func (a *Attacher) resolveWorkload(ctx context.Context, rs *appsv1.ReplicaSet) (
 			switch {
 			case apierrors.IsNotFound(err):
 			case err != nil:
-				return w, nil, unavailable("reading Deployment "+rs.Namespace+"/"+name, err)
+				return w, nil, apiFailure("reading", "Deployment "+rs.Namespace+"/"+name, err)
 			default:
 				w.annotations = append(w.annotations, d.Annotations)
 			}
@@ -346,7 +367,7 @@ func (a *Attacher) resolveWorkload(ctx context.Context, rs *appsv1.ReplicaSet) (
 			return w, nil, nil
 		}
 		if err != nil {
-			return w, nil, unavailable("reading Deployment "+rs.Namespace+"/"+ctrl.Name, err)
+			return w, nil, apiFailure("reading", "Deployment "+rs.Namespace+"/"+ctrl.Name, err)
 		}
 		if d.UID == ctrl.UID {
 			w.annotations = append(w.annotations, d.Annotations)
@@ -419,8 +440,7 @@ func (a *Attacher) evaluate(ctx context.Context, ev Event, rs *appsv1.ReplicaSet
 		}
 		return or, nil
 	case err != nil:
-		or.Outcome, or.Reason, or.Transient = OutcomeError, "reading: "+err.Error(), isTransient(err)
-		return or, nil
+		return or.failed("reading", err), nil
 	}
 	return a.eligibility(ev, rs, ref, meta, or), meta
 }
@@ -510,11 +530,9 @@ func (a *Attacher) write(ctx context.Context, ev Event, rs *appsv1.ReplicaSet, o
 		or.Outcome, or.Reason = OutcomeMissing, "deleted before the owner could be added"
 		return or
 	case wait.Interrupted(err) && lastErr != nil:
-		or.Outcome, or.Reason, or.Transient = OutcomeError, "still conflicting after retries: "+lastErr.Error(), true
-		return or
+		return or.failed("still conflicting after retries", lastErr)
 	default:
-		or.Outcome, or.Reason, or.Transient = OutcomeError, "writing: "+err.Error(), isTransient(err)
-		return or
+		return or.failed("writing", err)
 	}
 	if or.Outcome == OutcomeAttached {
 		a.log.Info("attached", "kind", p.ref.Kind, "namespace", rs.Namespace, "name", p.ref.Name,
@@ -573,17 +591,4 @@ func (a *Attacher) record(kind Kind, rs *appsv1.ReplicaSet, meta *metav1.Partial
 	}
 	a.cfg.Recorder.Eventf(obj, corev1.EventTypeNormal, "Attached",
 		"Added ownerReference to ReplicaSet %s (uid %s): deleted by the garbage collector once no ReplicaSet uses it", rs.Name, rs.UID)
-}
-
-// isTransient reports whether a Kubernetes API error may go away on retry.
-func isTransient(err error) bool {
-	if err == nil {
-		return false
-	}
-	switch {
-	case apierrors.IsForbidden(err), apierrors.IsUnauthorized(err), apierrors.IsInvalid(err),
-		apierrors.IsBadRequest(err), apierrors.IsNotFound(err), apierrors.IsMethodNotSupported(err):
-		return false
-	}
-	return true
 }
