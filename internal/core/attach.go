@@ -199,7 +199,7 @@ func (a *Attacher) Attach(ctx context.Context, ev Event) (Result, error) {
 }
 
 type pendingWrite struct {
-	ref  Ref
+	ref  refEntry
 	meta *metav1.PartialObjectMetadata
 	idx  int
 }
@@ -376,19 +376,41 @@ func (a *Attacher) resolveWorkload(ctx context.Context, rs *appsv1.ReplicaSet) (
 	return w, nil, nil
 }
 
-// collectRefs lists the objects to consider: explicit names from the event options,
-// from annotations (workload, ReplicaSet, pod template), then the pod template's own
-// references when discovery is on. Unusable annotation entries become skipped results.
-func collectRefs(rs *appsv1.ReplicaSet, w workload, o Options) ([]Ref, []ObjectResult) {
+// collectRefs lists the objects to consider: the names the event lists (untrusted unless
+// Options.TrustListedNames), the names annotations list (workload, ReplicaSet, pod
+// template: trusted), then the pod template's own references: all of them when
+// discovery is on, else only those of listed names (which marks them as used by the
+// template). Unusable annotation entries become skipped results.
+func collectRefs(rs *appsv1.ReplicaSet, w workload, o Options) ([]refEntry, []ObjectResult) {
 	s := newRefSet()
+	listed, from := fromEvent, "spec"
+	if o.TrustListedNames {
+		listed, from = fromTrusted, "command-line"
+	}
 	for _, n := range o.ConfigMaps {
-		s.add(KindConfigMap, n, false, true, "spec")
+		s.add(KindConfigMap, n, false, listed, from)
 	}
 	for _, n := range o.Secrets {
-		s.add(KindSecret, n, false, true, "spec")
+		s.add(KindSecret, n, false, listed, from)
 	}
-	var bad []ObjectResult
 	annSources := append([]map[string]string{rs.Annotations, rs.Spec.Template.Annotations}, w.annotations...)
+	bad := addAnnotationRefs(s, annSources)
+	tmpl := newRefSet()
+	addPodSpecRefs(tmpl, &rs.Spec.Template.Spec)
+	for _, e := range tmpl.entries() {
+		if o.Discover || s.has(e.Kind, e.Name) {
+			for _, f := range e.From {
+				s.add(e.Kind, e.Name, e.Optional, fromTemplate, f)
+			}
+		}
+	}
+	return s.entries(), bad
+}
+
+// addAnnotationRefs adds the names the configmap-attacher.io/configmaps and /secrets
+// annotations list, and returns a skipped result for each unusable entry.
+func addAnnotationRefs(s *refSet, annSources []map[string]string) []ObjectResult {
+	var bad []ObjectResult
 	for _, ann := range annSources {
 		for _, pair := range []struct {
 			key  string
@@ -413,19 +435,16 @@ func collectRefs(rs *appsv1.ReplicaSet, w workload, o Options) ([]Ref, []ObjectR
 						Reason: "annotation " + pair.key + ": " + err.Error(), From: []string{"annotation"}})
 					continue
 				}
-				s.add(pair.kind, name, false, true, "annotation")
+				s.add(pair.kind, name, false, fromAnnotation, "annotation")
 			}
 		}
 	}
-	if o.Discover {
-		addPodSpecRefs(s, &rs.Spec.Template.Spec)
-	}
-	return s.list(), bad
+	return bad
 }
 
 // evaluate decides, from the (possibly cached) metadata, whether ref needs a write. It
 // returns a result with an empty Outcome when a write is needed.
-func (a *Attacher) evaluate(ctx context.Context, ev Event, rs *appsv1.ReplicaSet, ref Ref) (ObjectResult, *metav1.PartialObjectMetadata) {
+func (a *Attacher) evaluate(ctx context.Context, ev Event, rs *appsv1.ReplicaSet, ref refEntry) (ObjectResult, *metav1.PartialObjectMetadata) {
 	or := ObjectResult{Kind: ref.Kind, Name: ref.Name, From: ref.From}
 	if ref.Kind == KindSecret && !(ev.Options.IncludeSecrets && a.cfg.AllowSecrets) {
 		or.Outcome, or.Reason = OutcomeSkipped, "Secrets are not enabled (needs includeSecrets in the event and Secrets allowed in the service)"
@@ -435,7 +454,7 @@ func (a *Attacher) evaluate(ctx context.Context, ev Event, rs *appsv1.ReplicaSet
 	switch {
 	case apierrors.IsNotFound(err):
 		or.Outcome, or.Reason = OutcomeMissing, "not found"
-		if ref.Optional && !ref.Explicit {
+		if ref.Optional && !ref.Explicit && !ref.Listed {
 			or.Outcome, or.Reason = OutcomeMissingOptional, "not found; the reference is optional"
 		}
 		return or, nil
@@ -445,8 +464,11 @@ func (a *Attacher) evaluate(ctx context.Context, ev Event, rs *appsv1.ReplicaSet
 	return a.eligibility(ev, rs, ref, meta, or), meta
 }
 
-// eligibility applies safety rules 4 and 5 to the object's metadata.
-func (a *Attacher) eligibility(ev Event, rs *appsv1.ReplicaSet, ref Ref, meta *metav1.PartialObjectMetadata, or ObjectResult) ObjectResult {
+// eligibility applies safety rules 4 and 5 to the object's metadata. An object needs the
+// opt-in label (and must match the selector) unless a trusted source lists it, or the
+// event lists it and the pod template references it (docs/safety.md).
+func (a *Attacher) eligibility(ev Event, rs *appsv1.ReplicaSet, ref refEntry, meta *metav1.PartialObjectMetadata, or ObjectResult) ObjectResult {
+	listed := ref.Explicit || (ref.Listed && ref.template)
 	switch {
 	case meta.Namespace != "" && meta.Namespace != rs.Namespace:
 		or.Outcome, or.Reason = OutcomeSkipped, "in another namespace"
@@ -454,14 +476,22 @@ func (a *Attacher) eligibility(ev Event, rs *appsv1.ReplicaSet, ref Ref, meta *m
 		or.Outcome, or.Reason = OutcomeSkipped, "has "+AnnotationSkip+"=true"
 	case meta.DeletionTimestamp != nil:
 		or.Outcome, or.Reason = OutcomeSkipped, "is being deleted"
-	case !ref.Explicit && meta.Labels[LabelRevision] != "true":
-		or.Outcome, or.Reason = OutcomeSkipped, "not opted in: no "+LabelRevision+"=true label and the name is not listed"
-	case !ref.Explicit && !ev.Options.Selector.Matches(labelSet(meta.Labels)):
-		or.Outcome, or.Reason = OutcomeSkipped, fmt.Sprintf("labels do not match the selector %q and the name is not listed", ev.Options.Selector.String())
+	case !listed && meta.Labels[LabelRevision] != "true":
+		or.Outcome, or.Reason = OutcomeSkipped, "not opted in: no "+LabelRevision+"=true label"+notListedBecause(ref)
+	case !listed && !ev.Options.Selector.Matches(labelSet(meta.Labels)):
+		or.Outcome, or.Reason = OutcomeSkipped, fmt.Sprintf("labels do not match the selector %q", ev.Options.Selector.String())+notListedBecause(ref)
 	case hasOwner(meta.OwnerReferences, rs.UID):
 		or.Outcome = OutcomeAlreadyAttached
 	}
 	return or
+}
+
+// notListedBecause completes a "not opted in" reason: why a listing did not count.
+func notListedBecause(ref refEntry) string {
+	if ref.Listed {
+		return ", and the name comes only with the event: an event's names count only for objects the pod template references (or a workload annotation lists)"
+	}
+	return " and the name is not listed"
 }
 
 type labelSet map[string]string
