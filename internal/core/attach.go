@@ -199,30 +199,51 @@ func (a *Attacher) Attach(ctx context.Context, ev Event) (Result, error) {
 }
 
 type pendingWrite struct {
-	ref  Ref
+	ref  refEntry
 	meta *metav1.PartialObjectMetadata
 	idx  int
 }
 
-// err summarises object errors: nil if none, wrapping ErrUnavailable if any is transient.
+// err summarises object errors: nil if none; wrapping ErrUnavailable if any is
+// transient (a retry redoes it; the permanent ones are only named); else wrapping one
+// *PermanentError per failed object (errors.Is ErrPermanent, errors.As *PermanentError).
 func (r *Result) err() error {
 	var msgs []string
+	var permanent []error
 	transient := false
 	for _, o := range r.Objects {
-		if o.Outcome == OutcomeError {
-			msgs = append(msgs, fmt.Sprintf("%s %s: %s", o.Kind, o.Name, o.Reason))
-			transient = transient || o.Transient
+		if o.Outcome != OutcomeError {
+			continue
 		}
+		msgs = append(msgs, fmt.Sprintf("%s %s/%s: %s", o.Kind, r.Namespace, o.Name, o.Reason))
+		if o.Transient {
+			transient = true
+			continue
+		}
+		cause := o.cause
+		if cause == nil {
+			cause = errors.New(o.Reason)
+		}
+		permanent = append(permanent, &PermanentError{Object: string(o.Kind) + " " + r.Namespace + "/" + o.Name, Cause: cause})
 	}
 	if len(msgs) == 0 {
 		return nil
 	}
-	err := fmt.Errorf("%d object(s) failed: %s", len(msgs), strings.Join(msgs, "; "))
+	msg := fmt.Sprintf("%d object(s) failed: %s", len(msgs), strings.Join(msgs, "; "))
 	if transient {
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return fmt.Errorf("%w: %s", ErrUnavailable, msg)
 	}
-	return err
+	return &objectErrors{msg: fmt.Sprintf("%s: %s", ErrPermanent, msg), errs: permanent}
 }
+
+// objectErrors is the error of an Attach whose failed objects all failed permanently.
+type objectErrors struct {
+	msg  string
+	errs []error
+}
+
+func (e *objectErrors) Error() string   { return e.msg }
+func (e *objectErrors) Unwrap() []error { return e.errs }
 
 // resolveReplicaSet applies safety rules 1 and 2 to the (possibly cached) ReplicaSet.
 func (a *Attacher) resolveReplicaSet(ctx context.Context, ev Event) (*appsv1.ReplicaSet, error) {
@@ -235,7 +256,7 @@ func (a *Attacher) resolveReplicaSet(ctx context.Context, ev Event) (*appsv1.Rep
 	case apierrors.IsNotFound(err):
 		return nil, refusedf("ReplicaSet %s/%s does not exist (deleted, or never created)", ev.Namespace, ev.Name)
 	case err != nil:
-		return nil, unavailable("reading ReplicaSet "+ev.Namespace+"/"+ev.Name, err)
+		return nil, apiFailure("reading", "ReplicaSet "+ev.Namespace+"/"+ev.Name, err)
 	}
 	return rs, checkOwner(ev, rs)
 }
@@ -257,7 +278,7 @@ func (a *Attacher) confirmLive(ctx context.Context, ev Event, cached *appsv1.Rep
 	case apierrors.IsNotFound(err):
 		return nil, refusedf("ReplicaSet %s/%s was deleted", cached.Namespace, cached.Name)
 	case err != nil:
-		return nil, unavailable("confirming ReplicaSet "+cached.Namespace+"/"+cached.Name, err)
+		return nil, apiFailure("confirming", "ReplicaSet "+cached.Namespace+"/"+cached.Name, err)
 	}
 	if live.UID != cached.UID {
 		return nil, refusedf("ReplicaSet %s/%s was replaced (UID %s, now %s)", cached.Namespace, cached.Name, cached.UID, live.UID)
@@ -321,7 +342,7 @@ func (a *Attacher) resolveWorkload(ctx context.Context, rs *appsv1.ReplicaSet) (
 			return w, nil, nil
 		}
 		if err != nil {
-			return w, nil, unavailable("reading Rollout "+rs.Namespace+"/"+ctrl.Name, err)
+			return w, nil, apiFailure("reading", "Rollout "+rs.Namespace+"/"+ctrl.Name, err)
 		}
 		if ro.GetUID() != ctrl.UID {
 			return w, nil, nil
@@ -335,7 +356,7 @@ func (a *Attacher) resolveWorkload(ctx context.Context, rs *appsv1.ReplicaSet) (
 			switch {
 			case apierrors.IsNotFound(err):
 			case err != nil:
-				return w, nil, unavailable("reading Deployment "+rs.Namespace+"/"+name, err)
+				return w, nil, apiFailure("reading", "Deployment "+rs.Namespace+"/"+name, err)
 			default:
 				w.annotations = append(w.annotations, d.Annotations)
 			}
@@ -346,7 +367,7 @@ func (a *Attacher) resolveWorkload(ctx context.Context, rs *appsv1.ReplicaSet) (
 			return w, nil, nil
 		}
 		if err != nil {
-			return w, nil, unavailable("reading Deployment "+rs.Namespace+"/"+ctrl.Name, err)
+			return w, nil, apiFailure("reading", "Deployment "+rs.Namespace+"/"+ctrl.Name, err)
 		}
 		if d.UID == ctrl.UID {
 			w.annotations = append(w.annotations, d.Annotations)
@@ -355,19 +376,41 @@ func (a *Attacher) resolveWorkload(ctx context.Context, rs *appsv1.ReplicaSet) (
 	return w, nil, nil
 }
 
-// collectRefs lists the objects to consider: explicit names from the event options,
-// from annotations (workload, ReplicaSet, pod template), then the pod template's own
-// references when discovery is on. Unusable annotation entries become skipped results.
-func collectRefs(rs *appsv1.ReplicaSet, w workload, o Options) ([]Ref, []ObjectResult) {
+// collectRefs lists the objects to consider: the names the event lists (untrusted unless
+// Options.TrustListedNames), the names annotations list (workload, ReplicaSet, pod
+// template: trusted), then the pod template's own references: all of them when
+// discovery is on, else only those of listed names (which marks them as used by the
+// template). Unusable annotation entries become skipped results.
+func collectRefs(rs *appsv1.ReplicaSet, w workload, o Options) ([]refEntry, []ObjectResult) {
 	s := newRefSet()
+	listed, from := fromEvent, "spec"
+	if o.TrustListedNames {
+		listed, from = fromTrusted, "command-line"
+	}
 	for _, n := range o.ConfigMaps {
-		s.add(KindConfigMap, n, false, true, "spec")
+		s.add(KindConfigMap, n, false, listed, from)
 	}
 	for _, n := range o.Secrets {
-		s.add(KindSecret, n, false, true, "spec")
+		s.add(KindSecret, n, false, listed, from)
 	}
-	var bad []ObjectResult
 	annSources := append([]map[string]string{rs.Annotations, rs.Spec.Template.Annotations}, w.annotations...)
+	bad := addAnnotationRefs(s, annSources)
+	tmpl := newRefSet()
+	addPodSpecRefs(tmpl, &rs.Spec.Template.Spec)
+	for _, e := range tmpl.entries() {
+		if o.Discover || s.has(e.Kind, e.Name) {
+			for _, f := range e.From {
+				s.add(e.Kind, e.Name, e.Optional, fromTemplate, f)
+			}
+		}
+	}
+	return s.entries(), bad
+}
+
+// addAnnotationRefs adds the names the configmap-attacher.io/configmaps and /secrets
+// annotations list, and returns a skipped result for each unusable entry.
+func addAnnotationRefs(s *refSet, annSources []map[string]string) []ObjectResult {
+	var bad []ObjectResult
 	for _, ann := range annSources {
 		for _, pair := range []struct {
 			key  string
@@ -392,19 +435,16 @@ func collectRefs(rs *appsv1.ReplicaSet, w workload, o Options) ([]Ref, []ObjectR
 						Reason: "annotation " + pair.key + ": " + err.Error(), From: []string{"annotation"}})
 					continue
 				}
-				s.add(pair.kind, name, false, true, "annotation")
+				s.add(pair.kind, name, false, fromAnnotation, "annotation")
 			}
 		}
 	}
-	if o.Discover {
-		addPodSpecRefs(s, &rs.Spec.Template.Spec)
-	}
-	return s.list(), bad
+	return bad
 }
 
 // evaluate decides, from the (possibly cached) metadata, whether ref needs a write. It
 // returns a result with an empty Outcome when a write is needed.
-func (a *Attacher) evaluate(ctx context.Context, ev Event, rs *appsv1.ReplicaSet, ref Ref) (ObjectResult, *metav1.PartialObjectMetadata) {
+func (a *Attacher) evaluate(ctx context.Context, ev Event, rs *appsv1.ReplicaSet, ref refEntry) (ObjectResult, *metav1.PartialObjectMetadata) {
 	or := ObjectResult{Kind: ref.Kind, Name: ref.Name, From: ref.From}
 	if ref.Kind == KindSecret && !(ev.Options.IncludeSecrets && a.cfg.AllowSecrets) {
 		or.Outcome, or.Reason = OutcomeSkipped, "Secrets are not enabled (needs includeSecrets in the event and Secrets allowed in the service)"
@@ -414,19 +454,21 @@ func (a *Attacher) evaluate(ctx context.Context, ev Event, rs *appsv1.ReplicaSet
 	switch {
 	case apierrors.IsNotFound(err):
 		or.Outcome, or.Reason = OutcomeMissing, "not found"
-		if ref.Optional && !ref.Explicit {
+		if ref.Optional && !ref.Explicit && !ref.Listed {
 			or.Outcome, or.Reason = OutcomeMissingOptional, "not found; the reference is optional"
 		}
 		return or, nil
 	case err != nil:
-		or.Outcome, or.Reason, or.Transient = OutcomeError, "reading: "+err.Error(), isTransient(err)
-		return or, nil
+		return or.failed("reading", err), nil
 	}
 	return a.eligibility(ev, rs, ref, meta, or), meta
 }
 
-// eligibility applies safety rules 4 and 5 to the object's metadata.
-func (a *Attacher) eligibility(ev Event, rs *appsv1.ReplicaSet, ref Ref, meta *metav1.PartialObjectMetadata, or ObjectResult) ObjectResult {
+// eligibility applies safety rules 4 and 5 to the object's metadata. An object needs the
+// opt-in label (and must match the selector) unless a trusted source lists it, or the
+// event lists it and the pod template references it (docs/safety.md).
+func (a *Attacher) eligibility(ev Event, rs *appsv1.ReplicaSet, ref refEntry, meta *metav1.PartialObjectMetadata, or ObjectResult) ObjectResult {
+	listed := ref.Explicit || (ref.Listed && ref.template)
 	switch {
 	case meta.Namespace != "" && meta.Namespace != rs.Namespace:
 		or.Outcome, or.Reason = OutcomeSkipped, "in another namespace"
@@ -434,14 +476,22 @@ func (a *Attacher) eligibility(ev Event, rs *appsv1.ReplicaSet, ref Ref, meta *m
 		or.Outcome, or.Reason = OutcomeSkipped, "has "+AnnotationSkip+"=true"
 	case meta.DeletionTimestamp != nil:
 		or.Outcome, or.Reason = OutcomeSkipped, "is being deleted"
-	case !ref.Explicit && meta.Labels[LabelRevision] != "true":
-		or.Outcome, or.Reason = OutcomeSkipped, "not opted in: no "+LabelRevision+"=true label and the name is not listed"
-	case !ref.Explicit && !ev.Options.Selector.Matches(labelSet(meta.Labels)):
-		or.Outcome, or.Reason = OutcomeSkipped, fmt.Sprintf("labels do not match the selector %q and the name is not listed", ev.Options.Selector.String())
+	case !listed && meta.Labels[LabelRevision] != "true":
+		or.Outcome, or.Reason = OutcomeSkipped, "not opted in: no "+LabelRevision+"=true label"+notListedBecause(ref)
+	case !listed && !ev.Options.Selector.Matches(labelSet(meta.Labels)):
+		or.Outcome, or.Reason = OutcomeSkipped, fmt.Sprintf("labels do not match the selector %q", ev.Options.Selector.String())+notListedBecause(ref)
 	case hasOwner(meta.OwnerReferences, rs.UID):
 		or.Outcome = OutcomeAlreadyAttached
 	}
 	return or
+}
+
+// notListedBecause completes a "not opted in" reason: why a listing did not count.
+func notListedBecause(ref refEntry) string {
+	if ref.Listed {
+		return ", and the name comes only with the event: an event's names count only for objects the pod template references (or a workload annotation lists)"
+	}
+	return " and the name is not listed"
 }
 
 type labelSet map[string]string
@@ -510,11 +560,9 @@ func (a *Attacher) write(ctx context.Context, ev Event, rs *appsv1.ReplicaSet, o
 		or.Outcome, or.Reason = OutcomeMissing, "deleted before the owner could be added"
 		return or
 	case wait.Interrupted(err) && lastErr != nil:
-		or.Outcome, or.Reason, or.Transient = OutcomeError, "still conflicting after retries: "+lastErr.Error(), true
-		return or
+		return or.failed("still conflicting after retries", lastErr)
 	default:
-		or.Outcome, or.Reason, or.Transient = OutcomeError, "writing: "+err.Error(), isTransient(err)
-		return or
+		return or.failed("writing", err)
 	}
 	if or.Outcome == OutcomeAttached {
 		a.log.Info("attached", "kind", p.ref.Kind, "namespace", rs.Namespace, "name", p.ref.Name,
@@ -573,17 +621,4 @@ func (a *Attacher) record(kind Kind, rs *appsv1.ReplicaSet, meta *metav1.Partial
 	}
 	a.cfg.Recorder.Eventf(obj, corev1.EventTypeNormal, "Attached",
 		"Added ownerReference to ReplicaSet %s (uid %s): deleted by the garbage collector once no ReplicaSet uses it", rs.Name, rs.UID)
-}
-
-// isTransient reports whether a Kubernetes API error may go away on retry.
-func isTransient(err error) bool {
-	if err == nil {
-		return false
-	}
-	switch {
-	case apierrors.IsForbidden(err), apierrors.IsUnauthorized(err), apierrors.IsInvalid(err),
-		apierrors.IsBadRequest(err), apierrors.IsNotFound(err), apierrors.IsMethodNotSupported(err):
-		return false
-	}
-	return true
 }

@@ -240,8 +240,9 @@ func TestAttachRefusals(t *testing.T) {
 	})
 }
 
-// Explicitly listed names need no label; Secrets need both switches; skip wins; an
-// optional missing reference is reported as such.
+// Names a workload annotation lists need no label, names an event lists do (rule 4,
+// changed with issue 16: they used to need none) unless a trusted Go caller lists them;
+// Secrets need both switches; skip wins; an optional missing reference is reported as such.
 func TestAttachSelection(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
@@ -266,13 +267,19 @@ func TestAttachSelection(t *testing.T) {
 	res, err := e.attacher.Attach(ctx, e.event(rs, opts))
 	require.NoError(t, err)
 	assert.Equal(t, map[string]core.Outcome{
-		"ConfigMap/pay-listed":   core.OutcomeAttached,
+		"ConfigMap/pay-listed":   core.OutcomeSkipped,
 		"ConfigMap/pay-extra":    core.OutcomeAttached,
 		"ConfigMap/pay-skip":     core.OutcomeSkipped,
 		"Secret/pay-secret":      core.OutcomeSkipped,
 		"ConfigMap/pay-optional": core.OutcomeMissingOptional,
 	}, outcomes(res))
 	assert.Empty(t, e.owners(core.KindSecret, "pay-secret"), "Secrets untouched unless enabled")
+	assert.Empty(t, e.owners(core.KindConfigMap, "pay-listed"), "an event's name alone opts nothing in")
+
+	opts.TrustListedNames = true // the one-shot command's own command line
+	res, err = e.attacher.Attach(ctx, e.event(rs, opts))
+	require.NoError(t, err)
+	assert.Equal(t, core.OutcomeAttached, outcomes(res)["ConfigMap/pay-listed"])
 
 	opts, err = core.ParseSpec(map[string]string{"includeSecrets": "true"})
 	require.NoError(t, err)

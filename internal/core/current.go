@@ -100,7 +100,7 @@ func WaitForCurrentReplicaSet(ctx context.Context, kc kubernetes.Interface, dc d
 		switch {
 		case err == nil:
 			return true, nil
-		case errors.Is(err, ErrNotReady), apierrors.IsNotFound(err), isTransient(err) && !errors.Is(err, ErrInvalid):
+		case errors.Is(err, ErrNotReady), apierrors.IsNotFound(err), !IsPermanent(err) && !errors.Is(err, ErrInvalid):
 			if last != nil && cutShort(ctx, err) {
 				return false, nil // the deadline cut this try short: keep the last real reason
 			}

@@ -3,13 +3,19 @@ package core
 import (
 	"errors"
 	"fmt"
+	"net/http"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
 // Sentinel errors. Each error the core returns wraps exactly one of them, so edges can
 // map it with errors.Is: ErrInvalid to gRPC InvalidArgument / HTTP 400 / JetStream Term,
 // ErrRefused to gRPC FailedPrecondition / HTTP 409 / JetStream Term, ErrUnavailable to
-// gRPC Unavailable / HTTP 503 / JetStream Nak with delay. When the core returns any of
-// them, it has changed nothing.
+// gRPC Unavailable / HTTP 503 / JetStream Nak with delay, ErrPermanent as documented
+// below. ErrInvalid and ErrRefused mean nothing changed; after ErrUnavailable and
+// ErrPermanent, writes to other objects of the same call may have been made (they are
+// idempotent). An Attach error wraps ErrPermanent only when no failure was transient.
 var (
 	// ErrInvalid: the input itself is malformed (bad spec key or value, bad payload,
 	// a name that is not a valid object name, an unknown cluster).
@@ -78,4 +84,46 @@ func refusedf(format string, args ...any) error {
 // stays reachable through errors.Is/As.
 func unavailable(what string, err error) error {
 	return fmt.Errorf("%s: %w: %w", what, ErrUnavailable, err)
+}
+
+// IsPermanent reports whether err is an apiserver answer that no retry can change until
+// someone changes something: Forbidden (RBAC, an admission webhook's or a
+// ValidatingAdmissionPolicy's denial), Unauthorized (the credentials are rejected),
+// Invalid, BadRequest, RequestEntityTooLarge (also the storage's size refusals, which
+// the apiserver answers as a bare 500), MethodNotSupported, NotAcceptable
+// and UnsupportedMediaType. Everything else is transient: timeouts, 5xx, 429,
+// conflicts, network and context errors. NotFound is neither: callers decide what a
+// missing object means before asking.
+func IsPermanent(err error) bool {
+	switch {
+	case err == nil, apierrors.IsNotFound(err):
+		return false
+	case apierrors.IsForbidden(err), apierrors.IsUnauthorized(err), apierrors.IsInvalid(err),
+		apierrors.IsBadRequest(err), apierrors.IsRequestEntityTooLargeError(err),
+		apierrors.IsMethodNotSupported(err), apierrors.IsNotAcceptable(err), apierrors.IsUnsupportedMediaType(err):
+		return true
+	}
+	return tooLargeForStorage(err)
+}
+
+// tooLargeForStorage reports the apiserver's 500 answers for an object that its storage
+// cannot hold: etcd's refusal over its request limit (1.5 MiB by default) and the etcd
+// client's refusal over its message limit (2 MiB). The apiserver passes both through
+// with code 500 and no reason, so only their text identifies them.
+func tooLargeForStorage(err error) bool {
+	var st apierrors.APIStatus
+	if !errors.As(err, &st) || st.Status().Code != http.StatusInternalServerError {
+		return false
+	}
+	msg := st.Status().Message
+	return strings.Contains(msg, "etcdserver: request is too large") || strings.Contains(msg, "trying to send message larger than max")
+}
+
+// apiFailure wraps a failed read or write of object ("Kind namespace/name"): a
+// *PermanentError when IsPermanent(err), else an ErrUnavailable naming what was done.
+func apiFailure(what, object string, err error) error {
+	if IsPermanent(err) {
+		return &PermanentError{Object: object, Cause: err}
+	}
+	return unavailable(what+" "+object, err)
 }

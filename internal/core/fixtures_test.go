@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +18,17 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/stretchr/testify/require"
+	authnv1 "k8s.io/api/authentication/v1"
+	authzv1 "k8s.io/api/authorization/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/configmap-attacher/configmap-attacher/internal/controlplane"
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/kube"
 )
@@ -197,4 +209,116 @@ func outcomes(res core.Result) map[string]core.Outcome {
 		m[string(o.Kind)+"/"+o.Name] = o.Outcome
 	}
 	return m
+}
+
+// mapReader is a core.Reader over fixed objects, for unit tests of the core's logic.
+type mapReader struct {
+	rs   map[string]*appsv1.ReplicaSet
+	meta map[string]*metav1.PartialObjectMetadata // "Kind/name"
+}
+
+func (m mapReader) ReplicaSet(_ context.Context, _, name string) (*appsv1.ReplicaSet, error) {
+	if rs, ok := m.rs[name]; ok {
+		return rs, nil
+	}
+	return nil, apierrors.NewNotFound(schema.GroupResource{Group: "apps", Resource: "replicasets"}, name)
+}
+
+func (m mapReader) Deployment(_ context.Context, _, name string) (*appsv1.Deployment, error) {
+	return nil, apierrors.NewNotFound(schema.GroupResource{Group: "apps", Resource: "deployments"}, name)
+}
+
+func (m mapReader) Rollout(_ context.Context, _, name string) (*unstructured.Unstructured, error) {
+	return nil, apierrors.NewNotFound(schema.GroupResource{Group: core.RolloutGroup, Resource: core.RolloutResource}, name)
+}
+
+func (m mapReader) ObjectMeta(_ context.Context, kind core.Kind, _, name string) (*metav1.PartialObjectMetadata, error) {
+	if o, ok := m.meta[string(kind)+"/"+name]; ok {
+		return o, nil
+	}
+	return nil, apierrors.NewNotFound(kind.GVR().GroupResource(), name)
+}
+
+func unwrapAll(err error) []error {
+	if u, ok := err.(interface{ Unwrap() []error }); ok {
+		return u.Unwrap()
+	}
+	return []error{err}
+}
+
+func resultFor(res core.Result, kind core.Kind, name string) core.ObjectResult {
+	for _, o := range res.Objects {
+		if o.Kind == kind && o.Name == name {
+			return o
+		}
+	}
+	return core.ObjectResult{}
+}
+
+// unitAttacher builds an Attacher over a fake clientset whose patches of the named
+// ConfigMaps fail with fail[name], and an event for a ReplicaSet using every name.
+func unitAttacher(t *testing.T, fail map[string]error, names ...string) (*core.Attacher, core.Event) {
+	t.Helper()
+	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web-1", UID: "rs-uid"},
+		Spec: appsv1.ReplicaSetSpec{Template: podTemplate("web", names...)}}
+	r := mapReader{rs: map[string]*appsv1.ReplicaSet{rs.Name: rs}, meta: map[string]*metav1.PartialObjectMetadata{}}
+	objs := []runtime.Object{rs}
+	for i, n := range names {
+		om := metav1.ObjectMeta{Namespace: "shop", Name: n, UID: types.UID("cm-" + n), ResourceVersion: fmt.Sprint(i + 1),
+			Labels: map[string]string{core.LabelRevision: "true"}}
+		r.meta["ConfigMap/"+n] = &metav1.PartialObjectMetadata{ObjectMeta: om}
+		objs = append(objs, &corev1.ConfigMap{ObjectMeta: om})
+	}
+	kc := fake.NewClientset(objs...)
+	kc.PrependReactor("patch", "configmaps", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		if err, ok := fail[action.(k8stesting.PatchAction).GetName()]; ok {
+			return true, nil, err
+		}
+		return true, &corev1.ConfigMap{}, nil
+	})
+	a, err := core.NewAttacher(core.Config{Cluster: "unit", Client: kc, Reader: r, Logger: discardLogger()})
+	require.NoError(t, err)
+	return a, core.Event{Namespace: "shop", Name: rs.Name, UID: rs.UID, Options: core.DefaultOptions()}
+}
+
+func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// restrictedAttacher returns an Attacher that authenticates as a new ServiceAccount sa
+// of e.ns holding exactly rules (a Role in e.ns), with a token from the TokenRequest
+// API, as a pod would. It waits until the Role is in effect.
+func (e *env) restrictedAttacher(sa string, rules []rbacv1.PolicyRule) *core.Attacher {
+	e.t.Helper()
+	ctx := context.Background()
+	cp := requireCP(e.t)
+	_, err := e.kc.CoreV1().ServiceAccounts(e.ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{})
+	require.NoError(e.t, err)
+	_, err = e.kc.RbacV1().Roles(e.ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: sa}, Rules: rules}, metav1.CreateOptions{})
+	require.NoError(e.t, err)
+	_, err = e.kc.RbacV1().RoleBindings(e.ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: sa},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: sa},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: e.ns}}}, metav1.CreateOptions{})
+	require.NoError(e.t, err)
+	tr, err := e.kc.CoreV1().ServiceAccounts(e.ns).CreateToken(ctx, sa, &authnv1.TokenRequest{
+		Spec: authnv1.TokenRequestSpec{ExpirationSeconds: ptr(int64(3600))}}, metav1.CreateOptions{})
+	require.NoError(e.t, err)
+	clients, err := kube.NewClients(cp.TokenConfig(tr.Status.Token))
+	require.NoError(e.t, err)
+	controlplane.Eventually(e.t, 30*time.Second, "the Role to be in effect", func() error {
+		for _, r := range rules {
+			ssar, err := clients.Kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authzv1.SelfSubjectAccessReview{
+				Spec: authzv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authzv1.ResourceAttributes{
+					Namespace: e.ns, Verb: r.Verbs[0], Group: r.APIGroups[0], Resource: r.Resources[0]}}}, metav1.CreateOptions{})
+			if err != nil {
+				return err
+			}
+			if !ssar.Status.Allowed {
+				return fmt.Errorf("%s %s not allowed yet", r.Verbs[0], r.Resources[0])
+			}
+		}
+		return nil
+	})
+	a, err := core.NewAttacher(core.Config{Cluster: "local", Client: clients.Kube,
+		Reader: core.LiveReader{Client: clients.Kube, Dynamic: clients.Dynamic, Metadata: clients.Metadata}, Logger: discardLogger()})
+	require.NoError(e.t, err)
+	return a
 }

@@ -17,6 +17,23 @@ type NamespacePolicy struct {
 	Deny []string
 }
 
+// SystemNamespaces are the namespaces Kubernetes itself keeps objects in: kube-system
+// (control-plane config such as extension-apiserver-authentication), kube-public
+// (cluster-info, read by bootstrapping nodes) and kube-node-lease.
+var SystemNamespaces = []string{"kube-system", "kube-public", "kube-node-lease"}
+
+// DefaultExcludedNamespaces returns what a long-running service excludes unless told
+// otherwise: SystemNamespaces and own, the service's own namespace (its Leases and
+// Secrets), when not empty. A one-shot command run with the user's own credentials
+// needs no such default.
+func DefaultExcludedNamespaces(own string) []string {
+	out := slices.Clone(SystemNamespaces)
+	if own != "" && !slices.Contains(out, own) {
+		out = append(out, own)
+	}
+	return out
+}
+
 // ParseNamespacePolicy builds a policy from comma lists of namespaces; field names the
 // flag in errors (*FieldError, ErrInvalid).
 func ParseNamespacePolicy(allow, deny []string) (NamespacePolicy, error) {

@@ -43,9 +43,16 @@ const MaxListedNames = 256
 type Options struct {
 	// Operation is attach (default) or gc.
 	Operation Operation
-	// ConfigMaps and Secrets are names added to discovery; they need no opt-in label.
+	// ConfigMaps and Secrets are names added to discovery. Names that come with an event
+	// are untrusted: such an object needs the opt-in label (and the selector) unless the
+	// ReplicaSet's pod template references it (safety rule 4, docs/safety.md).
 	ConfigMaps []string
 	Secrets    []string
+	// TrustListedNames makes ConfigMaps and Secrets trusted: listed objects need no
+	// opt-in label, as the old Job's -configmaps list. Only Go callers set it, for a
+	// one-shot command whose list comes from its own command line and which runs with
+	// the user's own credentials; no trigger spec key, query parameter or header does.
+	TrustListedNames bool
 	// Discover (default true) adds the ConfigMaps/Secrets the pod template references.
 	Discover bool
 	// Selector is the label selector a discovered object must match (default

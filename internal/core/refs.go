@@ -13,46 +13,85 @@ type Ref struct {
 	// Optional is true when every reference found is marked optional (the pod starts
 	// without the object), false when at least one reference requires it.
 	Optional bool `json:"optional,omitempty"`
-	// Explicit is true when the name was listed (spec, flag or annotation) rather than
-	// only discovered; listed objects need no opt-in label.
+	// Explicit is true when a trusted source listed the name: an annotation of the
+	// workload, ReplicaSet or pod template (written by someone with rights on the
+	// workload), or the command line of a one-shot command (Options.TrustListedNames).
+	// Explicitly listed objects need no opt-in label.
 	Explicit bool `json:"explicit,omitempty"`
+	// Listed is true when the event named it (trigger spec, query parameter, header):
+	// an untrusted listing, which lifts the opt-in label only for an object the pod
+	// template references (safety rule 4, docs/safety.md).
+	Listed bool `json:"listed,omitempty"`
 	// From says where the reference was found, e.g. "volume/config", "env/app:LEVEL",
 	// "envFrom/app", "spec", "annotation".
 	From []string `json:"from,omitempty"`
 }
+
+// source is where a reference was found.
+type source int
+
+const (
+	fromTemplate   source = iota // the pod spec references it
+	fromAnnotation               // a workload, ReplicaSet or template annotation lists it (trusted)
+	fromTrusted                  // the one-shot command's own command line (trusted)
+	fromEvent                    // the event names it (untrusted)
+)
 
 type refKey struct {
 	kind Kind
 	name string
 }
 
+// refEntry is a Ref and whether the pod template references it.
+type refEntry struct {
+	Ref
+	template bool
+}
+
 // refSet collects references keeping the first-seen order.
 type refSet struct {
 	order []refKey
-	m     map[refKey]*Ref
+	m     map[refKey]*refEntry
 }
 
-func newRefSet() *refSet { return &refSet{m: map[refKey]*Ref{}} }
+func newRefSet() *refSet { return &refSet{m: map[refKey]*refEntry{}} }
 
-func (s *refSet) add(kind Kind, name string, optional, explicit bool, from string) {
+func (s *refSet) add(kind Kind, name string, optional bool, src source, from string) {
 	if name == "" {
 		return
 	}
 	k := refKey{kind, name}
 	r, ok := s.m[k]
 	if !ok {
-		r = &Ref{Kind: kind, Name: name, Optional: optional}
+		r = &refEntry{Ref: Ref{Kind: kind, Name: name, Optional: optional}}
 		s.m[k] = r
 		s.order = append(s.order, k)
 	} else if !optional {
 		r.Optional = false
 	}
-	r.Explicit = r.Explicit || explicit
+	switch src {
+	case fromTemplate:
+		r.template = true
+	case fromAnnotation, fromTrusted:
+		r.Explicit = true
+	case fromEvent:
+		r.Listed = true
+	}
 	r.From = append(r.From, from)
 }
 
+func (s *refSet) has(kind Kind, name string) bool { _, ok := s.m[refKey{kind, name}]; return ok }
+
 func (s *refSet) list() []Ref {
 	out := make([]Ref, 0, len(s.order))
+	for _, k := range s.order {
+		out = append(out, s.m[k].Ref)
+	}
+	return out
+}
+
+func (s *refSet) entries() []refEntry {
+	out := make([]refEntry, 0, len(s.order))
 	for _, k := range s.order {
 		out = append(out, *s.m[k])
 	}
@@ -81,27 +120,27 @@ func addPodSpecRefs(s *refSet, spec *corev1.PodSpec) {
 	for _, v := range spec.Volumes {
 		from := "volume/" + v.Name
 		if cm := v.ConfigMap; cm != nil {
-			s.add(KindConfigMap, cm.Name, optional(cm.Optional), false, from)
+			s.add(KindConfigMap, cm.Name, optional(cm.Optional), fromTemplate, from)
 		}
 		if sec := v.Secret; sec != nil {
-			s.add(KindSecret, sec.SecretName, optional(sec.Optional), false, from)
+			s.add(KindSecret, sec.SecretName, optional(sec.Optional), fromTemplate, from)
 		}
 		for _, name := range volumePluginSecrets(v.VolumeSource) {
-			s.add(KindSecret, name, false, false, from)
+			s.add(KindSecret, name, false, fromTemplate, from)
 		}
 		if p := v.Projected; p != nil {
 			for _, src := range p.Sources {
 				if cm := src.ConfigMap; cm != nil {
-					s.add(KindConfigMap, cm.Name, optional(cm.Optional), false, from)
+					s.add(KindConfigMap, cm.Name, optional(cm.Optional), fromTemplate, from)
 				}
 				if sec := src.Secret; sec != nil {
-					s.add(KindSecret, sec.Name, optional(sec.Optional), false, from)
+					s.add(KindSecret, sec.Name, optional(sec.Optional), fromTemplate, from)
 				}
 			}
 		}
 	}
 	for _, ips := range spec.ImagePullSecrets {
-		s.add(KindSecret, ips.Name, false, false, "imagePullSecrets")
+		s.add(KindSecret, ips.Name, false, fromTemplate, "imagePullSecrets")
 	}
 	containers := func(kind string, cs []corev1.Container) {
 		for _, c := range cs {
@@ -157,10 +196,10 @@ func addContainerRefs(s *refSet, kind, name string, envFrom []corev1.EnvFromSour
 	for _, ef := range envFrom {
 		from := "envFrom/" + kind + "/" + name
 		if r := ef.ConfigMapRef; r != nil {
-			s.add(KindConfigMap, r.Name, optional(r.Optional), false, from)
+			s.add(KindConfigMap, r.Name, optional(r.Optional), fromTemplate, from)
 		}
 		if r := ef.SecretRef; r != nil {
-			s.add(KindSecret, r.Name, optional(r.Optional), false, from)
+			s.add(KindSecret, r.Name, optional(r.Optional), fromTemplate, from)
 		}
 	}
 	for _, e := range env {
@@ -169,10 +208,10 @@ func addContainerRefs(s *refSet, kind, name string, envFrom []corev1.EnvFromSour
 		}
 		from := "env/" + kind + "/" + name + ":" + e.Name
 		if r := e.ValueFrom.ConfigMapKeyRef; r != nil {
-			s.add(KindConfigMap, r.Name, optional(r.Optional), false, from)
+			s.add(KindConfigMap, r.Name, optional(r.Optional), fromTemplate, from)
 		}
 		if r := e.ValueFrom.SecretKeyRef; r != nil {
-			s.add(KindSecret, r.Name, optional(r.Optional), false, from)
+			s.add(KindSecret, r.Name, optional(r.Optional), fromTemplate, from)
 		}
 	}
 }

@@ -37,8 +37,17 @@ type ObjectResult struct {
 	Reason  string  `json:"reason,omitempty"`
 	// From lists where the object was referenced (see Ref.From).
 	From []string `json:"from,omitempty"`
-	// Transient is true for an error that a retry may fix.
+	// Transient is true for an error that a retry may fix; an OutcomeError that is not
+	// transient is permanent (see IsPermanent).
 	Transient bool `json:"transient,omitempty"`
+
+	cause error // the apiserver's error behind OutcomeError
+}
+
+// failed ends o with OutcomeError for err, classified by IsPermanent.
+func (o ObjectResult) failed(what string, err error) ObjectResult {
+	o.Outcome, o.Reason, o.Transient, o.cause = OutcomeError, what+": "+err.Error(), !IsPermanent(err), err
+	return o
 }
 
 // WorkloadRef names the workload that controls a ReplicaSet.

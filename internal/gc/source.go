@@ -239,9 +239,11 @@ func (l LiveSource) Snapshot(ctx context.Context, ns string) (*Snapshot, error) 
 	return s, nil
 }
 
+// listErr wraps a failed list: a *core.PermanentError when the apiserver refused it
+// for good (RBAC, see core.IsPermanent), else core.ErrUnavailable.
 func listErr(what string, err error) error {
-	if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
-		return fmt.Errorf("%s: %w", what, err)
+	if core.IsPermanent(err) {
+		return &core.PermanentError{Object: what, Cause: err}
 	}
 	return fmt.Errorf("%s: %w: %w", what, core.ErrUnavailable, err)
 }

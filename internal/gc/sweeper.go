@@ -151,7 +151,8 @@ func (s *Sweeper) Plan(ctx context.Context, ns string) (*Plan, *Snapshot, error)
 }
 
 // SweepNamespace plans namespace ns and carries the plan out (or, with Config.DryRun,
-// reports it). A real sweep that has something to do plans a second time and acts on
+// reports it). A namespace the Attacher's namespace policy excludes is refused
+// (core.ErrRefused) before anything is read. A real sweep that has something to do plans a second time and acts on
 // Confirm(first, second) only. The Report lists every revision with its outcome; the
 // error wraps core.ErrUnavailable when reading or some write failed transiently.
 // Sweeps of one namespace are serialised.
@@ -167,6 +168,13 @@ func (s *Sweeper) SweepNamespaceDryRun(ctx context.Context, ns string) (*Report,
 }
 
 func (s *Sweeper) sweepLocked(ctx context.Context, ns string, dryRun bool) (*Report, error) {
+	if s.cfg.Attacher != nil {
+		// The service's namespace policy (core.Config.Namespaces) holds for an on-demand
+		// sweep too (trigger spec operation: gc), whoever asks for which namespace.
+		if err := s.cfg.Attacher.CheckNamespace(ns); err != nil {
+			return nil, fmt.Errorf("gc: %w", err)
+		}
+	}
 	l, _ := s.nsLocks.LoadOrStore(ns, &sync.Mutex{})
 	mu := l.(*sync.Mutex)
 	mu.Lock()
