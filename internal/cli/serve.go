@@ -266,6 +266,7 @@ Reads come from shared informers (ConfigMaps and Secrets metadata-only). SIGINT/
 stops taking events and finishes those in flight.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.Security.ExcludeSet = cmd.Flags().Changed("exclude-namespaces")
 			return o.Run(cmd.Context(), s)
 		},
 	}

@@ -1,6 +1,9 @@
 package cli
 
 import (
+	"os"
+	"strings"
+
 	"github.com/spf13/pflag"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
@@ -18,6 +21,9 @@ type SecurityFlags struct {
 	TLSClientCAFile string
 	// Namespaces and ExcludeNamespaces are the namespace allow and deny lists.
 	Namespaces, ExcludeNamespaces []string
+	// ExcludeSet: --exclude-namespaces was given (even empty); otherwise the deny list
+	// is core.DefaultExcludedNamespaces of the service's own namespace.
+	ExcludeSet bool
 }
 
 // AddFlags binds the flags.
@@ -26,7 +32,7 @@ func (f *SecurityFlags) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.PublicMetrics, "http-public-metrics", f.PublicMetrics, "with --http-token-file: serve /metrics without the token")
 	fs.StringVar(&f.TLSClientCAFile, "tls-client-ca-file", f.TLSClientCAFile, "PEM CA bundle: require client certificates signed by it on gRPC and HTTP (mutual TLS; needs --tls-cert-file)")
 	fs.StringSliceVar(&f.Namespaces, "namespaces", f.Namespaces, "act only in these namespaces (comma list; default: all); events elsewhere are refused")
-	fs.StringSliceVar(&f.ExcludeNamespaces, "exclude-namespaces", f.ExcludeNamespaces, "never act in these namespaces (comma list, e.g. kube-system); wins over --namespaces")
+	fs.StringSliceVar(&f.ExcludeNamespaces, "exclude-namespaces", f.ExcludeNamespaces, "never act in these namespaces (comma list); wins over --namespaces. Default: kube-system, kube-public, kube-node-lease and the service's own namespace ($POD_NAMESPACE); --exclude-namespaces= acts everywhere")
 }
 
 // Validate checks the flags; errors are usage errors.
@@ -46,7 +52,11 @@ func (f *SecurityFlags) Validate(tls bool) error {
 // Apply loads the token file and sets the security options of so. Errors name the file,
 // never the token.
 func (f *SecurityFlags) Apply(so *server.Options) error {
-	p, err := core.ParseNamespacePolicy(f.Namespaces, f.ExcludeNamespaces)
+	deny := f.ExcludeNamespaces
+	if !f.ExcludeSet {
+		deny = core.DefaultExcludedNamespaces(ownNamespace())
+	}
+	p, err := core.ParseNamespacePolicy(f.Namespaces, deny)
 	if err != nil {
 		return usageError{err}
 	}
@@ -61,4 +71,19 @@ func (f *SecurityFlags) Apply(so *server.Options) error {
 		so.HTTPToken = tok
 	}
 	return nil
+}
+
+// serviceAccountNamespace is where a pod's service account token says it runs.
+const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// ownNamespace is the namespace the service runs in: $POD_NAMESPACE (the chart sets
+// it), else the pod's service account namespace, else "" (not in a pod).
+func ownNamespace() string {
+	if ns := strings.TrimSpace(os.Getenv("POD_NAMESPACE")); ns != "" {
+		return ns
+	}
+	if b, err := os.ReadFile(serviceAccountNamespace); err == nil {
+		return strings.TrimSpace(string(b))
+	}
+	return ""
 }
