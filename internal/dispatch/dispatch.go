@@ -179,10 +179,17 @@ func (d *Dispatcher) Dispatch(ctx context.Context, req Request) Answer {
 	return a
 }
 
-// GaveUp counts and logs an event a way in stops retrying after its own limit (reason
-// "max-deliver" on the EventBus, "max-retries" in the watcher); cluster may be "".
-func (d *Dispatcher) GaveUp(cluster string, path Path, reason string) {
-	d.metrics.givenUp.WithLabelValues(cluster, string(path), reason).Inc()
+// GaveUp counts an event that a way in stops retrying after its own limit (reason
+// "max-deliver" on the EventBus, "max-retries" in the watcher; err is the last failure)
+// and records a Warning Event on its ReplicaSet. ev.Cluster is the registered cluster
+// ("" when the event reached none).
+func (d *Dispatcher) GaveUp(path Path, ev core.Event, reason string, err error) {
+	d.metrics.givenUp.WithLabelValues(ev.Cluster, string(path), reason).Inc()
+	d.log.Error("giving up an event", "path", path, "reason", reason, "cluster", ev.Cluster,
+		"namespace", ev.Namespace, "replicaSet", ev.Name, "err", err)
+	if att, aerr := d.clusters.Attacher(ev.Cluster); aerr == nil {
+		att.GaveUp(ev, fmt.Sprintf("%s: %v", reason, err))
+	}
 }
 
 // Reject answers an event refused before it could be dispatched (a payload that does
@@ -220,6 +227,9 @@ func (d *Dispatcher) dispatch(ctx context.Context, req Request) Answer {
 	ev := req.Event
 	ev.Cluster, ev.Options = att.Cluster(), req.Options
 	res, err := att.Attach(ctx, ev)
+	if Classify(err) == ClassPermanent {
+		att.GaveUp(ev, err.Error())
+	}
 	resp.Result = res
 	if err == nil || len(res.Objects) > 0 || res.Skipped != "" {
 		resp.Message = res.Summary() // else the error says it (answer)

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/test/bufconn"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -113,7 +114,7 @@ func newStack(t *testing.T, allowSecrets bool) *stack {
 	s.reg, err = cluster.New(cluster.Options{
 		Clusters: []cluster.Spec{{Name: "home", Source: cluster.SourceHome, Config: c.RESTConfig()},
 			{Name: "dead", Source: cluster.SourceKubeconfig, Config: dead}},
-		AllowSecrets: allowSecrets, Namespaces: core.NamespacePolicy{Deny: []string{s.ns + "-denied"}},
+		AllowSecrets: allowSecrets, Namespaces: core.NamespacePolicy{Deny: append(core.DefaultExcludedNamespaces(""), s.ns+"-denied")},
 		ProbeInterval: 200 * time.Millisecond, ProbeTimeout: 500 * time.Millisecond, Logger: testfix.Quiet()})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -287,7 +288,7 @@ func (s *stack) sendWatcher(t *testing.T, d *dispatch.Dispatcher, tc waysCase) f
 	return func() { cancel(); wg.Wait() }
 }
 
-// results returns events_total's result values (with a count) for path.
+// results returns events_total's result values (with a count) for path ("*": any).
 func results(t *testing.T, reg *prometheus.Registry, path string) map[string]float64 {
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
@@ -301,7 +302,7 @@ func results(t *testing.T, reg *prometheus.Registry, path string) map[string]flo
 			for _, l := range m.GetLabel() {
 				labels[l.GetName()] = l.GetValue()
 			}
-			if labels["path"] == path && m.GetCounter().GetValue() > 0 {
+			if (path == "*" || labels["path"] == path) && m.GetCounter().GetValue() > 0 {
 				out[labels["result"]] += m.GetCounter().GetValue()
 			}
 		}
@@ -420,6 +421,14 @@ func (s *stack) cases(t *testing.T) []waysCase {
 	t.Cleanup(func() {
 		_, _ = s.kc.AppsV1().ReplicaSets(s.ns).Patch(ctx, "dying", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
 	})
+	for _, cm := range []*corev1.ConfigMap{
+		{ObjectMeta: metav1.ObjectMeta{Name: "plain", Namespace: s.ns}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "cfg-locked", Namespace: s.ns, Labels: map[string]string{core.LabelRevision: "true", "cma-test-deny": "true"}}},
+	} {
+		_, err := s.kc.CoreV1().ConfigMaps(s.ns).Create(ctx, cm, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	denyUpdates(t, s.kc, s.ns)
 	invalid := testfix.ReplicaSet("x", "cfg-other")
 	invalid.Namespace, invalid.UID = "Not_A_Namespace", "u1"
 	ownedBy := func(kind core.Kind, name string, want bool) func(*testing.T, *stack, *appsv1.ReplicaSet, *dispatch.Dispatcher) {
@@ -450,6 +459,27 @@ func (s *stack) cases(t *testing.T) []waysCase {
 		{name: "invalid", rs: invalid, cluster: "home", want: dispatch.ClassInvalid},
 		{name: "unknown cluster", rs: template(s.ns, "unknown", "cfg-other", ""), cluster: "nope", want: dispatch.ClassInvalid},
 		{name: "cluster down", rs: template(s.ns, "down", "cfg-other", ""), cluster: "dead", want: dispatch.ClassUnavailable},
+		{name: "spec names an unlabelled unreferenced ConfigMap", rs: template(s.ns, "listed", "cfg-other", ""), cluster: "home",
+			spec: map[string]string{"configMaps": "plain"}, want: dispatch.ClassOK, then: ownedBy(core.KindConfigMap, "plain", false)},
+		{name: "kube-system by default", rs: template("kube-system", "system", "extension-apiserver-authentication", ""), cluster: "home",
+			want: dispatch.ClassRefused},
+		{name: "operation gc in kube-system", rs: template("kube-system", "system-gc", "x", ""), cluster: "home",
+			spec: map[string]string{"operation": "gc"}, want: dispatch.ClassRefused,
+			then: func(t *testing.T, s *stack, _ *appsv1.ReplicaSet, _ *dispatch.Dispatcher) {
+				assert.Zero(t, s.sweeps.count(&s.sweeps.swept, "home/kube-system"))
+			}},
+		{name: "admission denies the write", rs: template(s.ns, "locked", "cfg-locked", ""), cluster: "home", want: dispatch.ClassPermanent,
+			then: func(t *testing.T, s *stack, rs *appsv1.ReplicaSet, d *dispatch.Dispatcher) {
+				assert.Equal(t, map[string]float64{string(dispatch.ClassPermanent): 1}, results(t, d.Metrics().Registry, "*"), "answered once, not retried")
+				controlplane.Eventually(t, 10*time.Second, "a Warning Event on the ReplicaSet", func() error {
+					evs, err := s.kc.CoreV1().Events(rs.Namespace).List(context.Background(), metav1.ListOptions{
+						FieldSelector: "involvedObject.name=" + rs.Name + ",reason=" + core.ReasonGivenUp})
+					if err != nil || len(evs.Items) == 0 {
+						return fmt.Errorf("no %s Event yet (%v)", core.ReasonGivenUp, err)
+					}
+					return nil
+				})
+			}},
 		{name: "operation gc", rs: template(s.ns, "gc", "cfg-other", ""), cluster: "home", spec: map[string]string{"operation": "gc"},
 			want: dispatch.ClassOK, then: func(t *testing.T, s *stack, rs *appsv1.ReplicaSet, d *dispatch.Dispatcher) {
 				assert.Positive(t, s.sweeps.count(&s.sweeps.swept, "home/"+s.ns))
@@ -472,4 +502,37 @@ func containsUID(uids []types.UID, uid types.UID) bool {
 		}
 	}
 	return false
+}
+
+// denyUpdates installs a ValidatingAdmissionPolicy that denies every update of a
+// ConfigMap labelled cma-test-deny in ns, and waits until the apiserver enforces it.
+func denyUpdates(t *testing.T, kc kubernetes.Interface, ns string) {
+	ctx := context.Background()
+	fail := admissionv1.Fail
+	name := "deny-" + ns
+	_, err := kc.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, &admissionv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionv1.ValidatingAdmissionPolicySpec{FailurePolicy: &fail,
+			MatchConstraints: &admissionv1.MatchResources{ResourceRules: []admissionv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionv1.RuleWithOperations{Operations: []admissionv1.OperationType{admissionv1.Update},
+					Rule: admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}}}}}},
+			Validations: []admissionv1.Validation{{Expression: "!has(object.metadata.labels) || !('cma-test-deny' in object.metadata.labels)",
+				Message: "test policy: this ConfigMap may not change"}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = kc.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, &admissionv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: name, ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny},
+			MatchResources: &admissionv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
+				MatchLabels: map[string]string{corev1.LabelMetadataName: ns}}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	controlplane.Eventually(t, 30*time.Second, "the policy to be enforced", func() error {
+		_, err := kc.CoreV1().ConfigMaps(ns).Patch(ctx, "cfg-locked", types.MergePatchType,
+			[]byte(`{"metadata":{"annotations":{"probe":"`+time.Now().Format(time.RFC3339Nano)+`"}}}`), metav1.PatchOptions{})
+		if err == nil {
+			return fmt.Errorf("not enforced yet")
+		}
+		return nil
+	})
 }

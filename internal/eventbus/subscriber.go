@@ -32,7 +32,7 @@ const (
 type Dispatcher interface {
 	Dispatch(ctx context.Context, req dispatch.Request) dispatch.Answer
 	Reject(ctx context.Context, path dispatch.Path, ev core.Event, err error) dispatch.Answer
-	GaveUp(cluster string, path dispatch.Path, reason string)
+	GaveUp(path dispatch.Path, ev core.Event, reason string, err error)
 }
 
 // DefaultMaxDeliver bounds the deliveries of one message (SubscriberOptions.MaxDeliver).
@@ -508,9 +508,9 @@ func (s *Subscriber) answer(ctx context.Context, msg jetstream.Msg, a dispatch.A
 	if outcome == OutcomeNak {
 		md, err := msg.Metadata()
 		if err == nil && md.NumDelivered >= uint64(s.opts.MaxDeliver) {
-			s.d.GaveUp(a.Response.Cluster, dispatch.PathEventBus, "max-deliver")
-			s.log.Error("giving up a message after MaxDeliver deliveries", "subject", msg.Subject(),
-				"deliveries", md.NumDelivered, "err", a.Err)
+			r := a.Response
+			s.d.GaveUp(dispatch.PathEventBus, core.Event{Cluster: r.Cluster, Namespace: r.Namespace, Name: r.ReplicaSet, UID: r.UID},
+				"max-deliver", fmt.Errorf("%d deliveries: %w", md.NumDelivered, a.Err))
 			outcome = OutcomeTerm
 		}
 		delay = s.nakDelay(md, err)

@@ -24,7 +24,7 @@ import (
 // Dispatcher is what the watcher feeds: *dispatch.Dispatcher satisfies it.
 type Dispatcher interface {
 	Dispatch(ctx context.Context, req dispatch.Request) dispatch.Answer
-	GaveUp(cluster string, path dispatch.Path, reason string)
+	GaveUp(path dispatch.Path, ev core.Event, reason string, err error)
 }
 
 // Options configure a Watcher.
@@ -199,7 +199,8 @@ func (w *Watcher) processNext(ctx, work context.Context) bool {
 	if ctx.Err() != nil {
 		return false // stopping: dropped, the watcher is level-triggered (the next start handles it)
 	}
-	class := w.handle(work, key)
+	ev, a := w.handle(work, key)
+	class := a.Class
 	w.mu.Lock()
 	w.handled++
 	w.mu.Unlock()
@@ -209,23 +210,23 @@ func (w *Watcher) processNext(ctx, work context.Context) bool {
 	case w.queue.NumRequeues(key) < w.opts.MaxRetries:
 		w.queue.AddRateLimited(key)
 	default:
-		w.log.Error("giving up until the next resync", "key", key, "retries", w.opts.MaxRetries)
-		w.d.GaveUp(w.opts.Cluster, dispatch.PathWatcher, "max-retries")
+		w.d.GaveUp(dispatch.PathWatcher, ev, "max-retries", a.Err) // the next resync tries again
+
 		w.queue.Forget(key)
 	}
 	return true
 }
 
 // handle dispatches the cached ReplicaSet of key (gone or terminating: nothing to do).
-func (w *Watcher) handle(ctx context.Context, key string) dispatch.Class {
+func (w *Watcher) handle(ctx context.Context, key string) (core.Event, dispatch.Answer) {
 	obj, exists, err := w.inf.GetStore().GetByKey(key)
 	if err != nil || !exists {
-		return dispatch.ClassOK
+		return core.Event{}, dispatch.Answer{Class: dispatch.ClassOK}
 	}
 	rs, ok := obj.(*appsv1.ReplicaSet)
 	if !ok || rs.DeletionTimestamp != nil {
-		return dispatch.ClassOK
+		return core.Event{}, dispatch.Answer{Class: dispatch.ClassOK}
 	}
 	ev := core.Event{Cluster: w.opts.Cluster, Namespace: rs.Namespace, Name: rs.Name, UID: rs.UID}
-	return w.d.Dispatch(ctx, dispatch.Request{Path: dispatch.PathWatcher, Options: w.spec, Event: ev}).Class
+	return ev, w.d.Dispatch(ctx, dispatch.Request{Path: dispatch.PathWatcher, Options: w.spec, Event: ev})
 }

@@ -25,7 +25,7 @@ type dispatcherFunc func(ctx context.Context, req dispatch.Request) dispatch.Ans
 func (f dispatcherFunc) Dispatch(ctx context.Context, req dispatch.Request) dispatch.Answer {
 	return f(ctx, req)
 }
-func (f dispatcherFunc) GaveUp(string, dispatch.Path, string) {}
+func (f dispatcherFunc) GaveUp(dispatch.Path, core.Event, string, error) {}
 
 // slowAttacher takes 50 ms per ReplicaSet (or until its context ends) and counts the
 // calls that start after stopped is set.
