@@ -1,48 +1,32 @@
 package eventbus
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"io"
 	"log/slog"
-	"math/big"
 	"net"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/stretchr/testify/require"
+
+	"github.com/configmap-attacher/configmap-attacher/internal/testfix"
 )
 
 func selfSigned(t *testing.T, dir string) (certFile string, cert tls.Certificate) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "127.0.0.1"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, IsCA: true, BasicConstraintsValid: true,
-		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	certFile = filepath.Join(dir, "ca.pem")
-	require.NoError(t, os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
-	return certFile, tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+	certFile, _, cert = testfix.SelfSigned(t, dir)
+	return certFile, cert
 }
 
 // A NATS server that requires a client certificate (mTLS, a common EventBus hardening)
 // rejects a client without one during the TLS handshake. The client sees a TLS alert
-// ("remote error: tls: certificate required") or a closed connection, which Refused does
-// not recognise (conn.go Refused: no tls.AlertError case), so Connect wraps it as
-// ErrUnreachable and serve retries forever, never ready and never exiting with the
+// ("remote error: tls: certificate required") or, under TLS 1.3, its first write failing
+// on a connection the server closed ("closed by remote after TLS handshake"); both are a
+// refusal, not ErrUnreachable, so serve does not retry forever, never ready and never exiting with the
 // configuration error.
 func TestMissingClientCertIsRefused(t *testing.T) {
 	dir := t.TempDir()
@@ -79,9 +63,8 @@ func mustRead(t *testing.T, f string) []byte {
 // with the error); a port where nothing listens is transient (retried).
 func TestRefusedClassification(t *testing.T) {
 	dir := t.TempDir()
-	_, cert := selfSigned(t, dir)
+	caFile, cert := selfSigned(t, dir)
 	otherCA, _ := selfSigned(t, t.TempDir())
-	caFile := filepath.Join(dir, "ca.pem")
 	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true, Authorization: "right",
 		TLS: true, TLSTimeout: 5, TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}})
 	require.NoError(t, err)

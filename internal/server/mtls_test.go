@@ -2,14 +2,8 @@ package server_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -25,44 +19,8 @@ import (
 
 	"github.com/configmap-attacher/configmap-attacher/internal/controlplane"
 	"github.com/configmap-attacher/configmap-attacher/internal/server"
+	"github.com/configmap-attacher/configmap-attacher/internal/testfix"
 )
-
-// miniCA issues certificates for the mutual TLS test.
-type miniCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func newMiniCA(t *testing.T, cn string) *miniCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature, BasicConstraintsValid: true, IsCA: true}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	cert, err := x509.ParseCertificate(der)
-	require.NoError(t, err)
-	return &miniCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// issue returns a PEM certificate and key for cn with the given usage.
-func (ca *miniCA) issue(t *testing.T, cn string, usage x509.ExtKeyUsage) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn},
-		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	require.NoError(t, err)
-	kder, err := x509.MarshalECPrivateKey(key)
-	require.NoError(t, err)
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
-}
 
 // TestServeMutualTLS: with a client CA, gRPC and HTTP accept only clients presenting a
 // certificate signed by it; no certificate, or one from another CA, is refused at the
@@ -70,18 +28,18 @@ func (ca *miniCA) issue(t *testing.T, cn string, usage x509.ExtKeyUsage) (certPE
 func TestServeMutualTLS(t *testing.T) {
 	controlplane.Require(t, cp)
 	dir := t.TempDir()
-	ca, rogue := newMiniCA(t, "clients-ca"), newMiniCA(t, "rogue-ca")
-	srvCert, srvKey := ca.issue(t, "configmap-attacher", x509.ExtKeyUsageServerAuth)
+	ca, rogue := testfix.NewCA(t, "clients-ca"), testfix.NewCA(t, "rogue-ca")
+	srvCert, srvKey := ca.Issue(t, "configmap-attacher", x509.ExtKeyUsageServerAuth)
 	write := func(name string, b []byte) string {
 		p := filepath.Join(dir, name)
 		require.NoError(t, os.WriteFile(p, b, 0o600))
 		return p
 	}
-	opts := server.Options{TLSCertFile: write("tls.crt", srvCert), TLSKeyFile: write("tls.key", srvKey), TLSClientCAFile: write("ca.crt", ca.pem)}
+	opts := server.Options{TLSCertFile: write("tls.crt", srvCert), TLSKeyFile: write("tls.key", srvKey), TLSClientCAFile: write("ca.crt", ca.PEM)}
 	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(ca.pem)
-	pair := func(c *miniCA) []tls.Certificate {
-		cp, kp := c.issue(t, "sensor", x509.ExtKeyUsageClientAuth)
+	roots.AppendCertsFromPEM(ca.PEM)
+	pair := func(c *testfix.CA) []tls.Certificate {
+		cp, kp := c.Issue(t, "sensor", x509.ExtKeyUsageClientAuth)
 		cert, err := tls.X509KeyPair(cp, kp)
 		require.NoError(t, err)
 		return []tls.Certificate{cert}
