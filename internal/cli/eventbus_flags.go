@@ -13,6 +13,7 @@ import (
 // Credentials come from files (a mounted EventBus accessSecret), never from arguments.
 type EventBusFlags struct {
 	URL          string
+	AuthFile     string
 	TokenFile    string
 	User         string
 	PasswordFile string
@@ -26,6 +27,7 @@ type EventBusFlags struct {
 // AddFlags binds the flags.
 func (f *EventBusFlags) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.URL, "eventbus-url", f.URL, "NATS URL of the Argo Events EventBus (JetStream), e.g. nats://eventbus-default-js-svc:4222")
+	fs.StringVar(&f.AuthFile, "eventbus-auth-file", f.AuthFile, "the EventBus credentials as Argo Events mounts them for its Sensors: the JetStream accessSecret's client-auth key (YAML: username/password, or token), e.g. /etc/eventbus/auth/auth.yaml")
 	fs.StringVar(&f.TokenFile, "eventbus-token-file", f.TokenFile, "file holding the EventBus token")
 	fs.StringVar(&f.User, "eventbus-user", f.User, "EventBus user (with --eventbus-password-file)")
 	fs.StringVar(&f.PasswordFile, "eventbus-password-file", f.PasswordFile, "file holding the EventBus password")
@@ -47,6 +49,14 @@ func (f *EventBusFlags) Conn() (eventbus.Conn, error) {
 		return c, usagef("use --eventbus-token-file or --eventbus-user/--eventbus-password-file, not both")
 	}
 	var err error
+	if f.AuthFile != "" {
+		if f.TokenFile != "" || f.User != "" || f.PasswordFile != "" {
+			return c, usagef("--eventbus-auth-file holds the credentials: use it without --eventbus-token-file, --eventbus-user and --eventbus-password-file")
+		}
+		if c.Auth, err = eventbus.ReadAuthFile(f.AuthFile); err != nil {
+			return c, usageError{err}
+		}
+	}
 	if f.TokenFile != "" {
 		if c.Auth.Token, err = readSecretFile("--eventbus-token-file", f.TokenFile); err != nil {
 			return c, err
