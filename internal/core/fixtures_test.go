@@ -232,6 +232,10 @@ func (m mapReader) Rollout(_ context.Context, _, name string) (*unstructured.Uns
 	return nil, apierrors.NewNotFound(schema.GroupResource{Group: core.RolloutGroup, Resource: core.RolloutResource}, name)
 }
 
+func (m mapReader) Users(context.Context, core.Kind, string, string) (*core.Users, error) {
+	return &core.Users{}, nil
+}
+
 func (m mapReader) ObjectMeta(_ context.Context, kind core.Kind, _, name string) (*metav1.PartialObjectMetadata, error) {
 	if o, ok := m.meta[string(kind)+"/"+name]; ok {
 		return o, nil

@@ -37,6 +37,9 @@ type ObjectResult struct {
 	Reason  string  `json:"reason,omitempty"`
 	// From lists where the object was referenced (see Ref.From).
 	From []string `json:"from,omitempty"`
+	// Owners lists the owners this call added (or, in a dry run, would add), as
+	// "Kind/name": the ReplicaSet and the object's other users (docs/safety.md).
+	Owners []string `json:"owners,omitempty"`
 	// Transient is true for an error that a retry may fix; an OutcomeError that is not
 	// transient is permanent (see IsPermanent).
 	Transient bool `json:"transient,omitempty"`
