@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -23,7 +24,13 @@ import (
 
 var sharedCP *controlplane.ControlPlane
 
-func TestMain(m *testing.M) { os.Exit(controlplane.TestMain(m, &sharedCP)) }
+// TestMain starts the control plane with the workload controllers whose objects can use
+// a revision besides ReplicaSets (their ControllerRevisions, Jobs and Pods are real).
+func TestMain(m *testing.M) {
+	controllers := append(slices.Clone(controlplane.DefaultControllers),
+		"statefulset-controller", "daemonset-controller", "job-controller", "cronjob-controller")
+	os.Exit(controlplane.TestMainWith(m, &sharedCP, controlplane.Options{Controllers: controllers}))
+}
 
 func requireCP(t *testing.T) *controlplane.ControlPlane { return controlplane.Require(t, sharedCP) }
 
