@@ -1,7 +1,10 @@
 // Package cache is an informer-backed core.Reader for long-running paths (the trigger
 // service, the watcher). ReplicaSets and Deployments come from typed shared informers,
 // Argo Rollouts from a dynamic informer started once the CRD exists, and ConfigMaps and
-// Secrets from metadata-only informers, so memory does not grow with their data.
+// Secrets from metadata-only informers, so memory does not grow with their data. For
+// core.Reader.Users, lean informers of ControllerRevisions, StatefulSets, DaemonSets,
+// Jobs, CronJobs and Pods (see Lean) and a uses index on every one of them map a config
+// object to the objects that use it.
 //
 // A cache miss falls back to a live GET (a ReplicaSet announced by an event may be
 // newer than the cache), so the Reader is always correct and costs no request in the
@@ -62,9 +65,14 @@ type Cache struct {
 
 	rsLister  appslisters.ReplicaSetLister
 	depLister appslisters.DeploymentLister
-	cmInf     toolscache.SharedIndexInformer
-	secInf    toolscache.SharedIndexInformer
-	synced    []toolscache.InformerSynced
+	rsInf     toolscache.SharedIndexInformer
+	depInf    toolscache.SharedIndexInformer
+	// userInfs are the ControllerRevision, StatefulSet, DaemonSet, Job, CronJob and Pod
+	// informers, lean (see Lean) and indexed by the config objects they use.
+	userInfs []toolscache.SharedIndexInformer
+	cmInf    toolscache.SharedIndexInformer
+	secInf   toolscache.SharedIndexInformer
+	synced   []toolscache.InformerSynced
 
 	rollouts     atomic.Pointer[toolscache.SharedIndexInformer]
 	running      atomic.Bool
@@ -90,7 +98,7 @@ func New(clients *kube.Clients, opts Options) (*Cache, error) {
 	}
 	c := &Cache{clients: clients, opts: opts, log: log.With("component", "cache")}
 	c.typed = informers.NewSharedInformerFactoryWithOptions(clients.Kube, opts.Resync,
-		informers.WithNamespace(opts.Namespace), informers.WithTransform(StripManagedFields))
+		informers.WithNamespace(opts.Namespace), informers.WithTransform(Lean))
 	c.metadata = metadatainformer.NewFilteredSharedInformerFactory(clients.Metadata, opts.Resync, opts.Namespace, nil)
 	c.dynamic = dynamicinformer.NewFilteredDynamicSharedInformerFactory(clients.Dynamic, opts.Resync, opts.Namespace, nil)
 
@@ -98,6 +106,9 @@ func New(clients *kube.Clients, opts Options) (*Cache, error) {
 	dep := c.typed.Apps().V1().Deployments()
 	c.rsLister, c.depLister = rs.Lister(), dep.Lister()
 	c.synced = append(c.synced, rs.Informer().HasSynced, dep.Informer().HasSynced)
+	if err := c.addUserInformers(); err != nil {
+		return nil, err
+	}
 
 	c.cmInf = c.metadata.ForResource(core.ConfigMapGVR).Informer()
 	if err := c.cmInf.SetTransform(StripManagedFields); err != nil {
@@ -164,6 +175,9 @@ func (c *Cache) tryStartRollouts(ctx context.Context) {
 			inf := c.dynamic.ForResource(core.RolloutGVR).Informer()
 			if err := inf.SetTransform(StripManagedFields); err != nil {
 				c.log.Warn("Rollout informer transform", "err", err)
+			}
+			if err := inf.AddIndexers(toolscache.Indexers{UsesIndex: usesIndexFunc, WorkloadRefIndex: workloadRefIndexFunc}); err != nil {
+				c.log.Warn("Rollout informer indexes", "err", err)
 			}
 			c.dynamic.Start(ctx.Done())
 			c.rollouts.Store(&inf)
@@ -281,6 +295,12 @@ func GVRs(secrets bool) []schema.GroupVersionResource {
 		{Group: "apps", Version: "v1", Resource: "replicasets"},
 		{Group: "apps", Version: "v1", Resource: "deployments"},
 		core.RolloutGVR, core.ConfigMapGVR,
+		{Group: "apps", Version: "v1", Resource: "controllerrevisions"},
+		{Group: "apps", Version: "v1", Resource: "statefulsets"},
+		{Group: "apps", Version: "v1", Resource: "daemonsets"},
+		{Group: "batch", Version: "v1", Resource: "jobs"},
+		{Group: "batch", Version: "v1", Resource: "cronjobs"},
+		{Version: "v1", Resource: "pods"},
 	}
 	if secrets {
 		out = append(out, core.SecretGVR)

@@ -120,6 +120,11 @@ func (r nsReader) Rollout(ctx context.Context, ns, name string) (*unstructured.U
 	return r.pick(ns).Rollout(ctx, ns, name)
 }
 
+// Users implements core.Reader.
+func (r nsReader) Users(ctx context.Context, kind core.Kind, ns, name string) (*core.Users, error) {
+	return r.pick(ns).Users(ctx, kind, ns, name)
+}
+
 // ObjectMeta implements core.Reader.
 func (r nsReader) ObjectMeta(ctx context.Context, kind core.Kind, ns, name string) (*metav1.PartialObjectMetadata, error) {
 	return r.pick(ns).ObjectMeta(ctx, kind, ns, name)

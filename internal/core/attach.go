@@ -2,7 +2,6 @@ package core
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -121,29 +120,21 @@ func NewAttacher(cfg Config) (*Attacher, error) {
 func (a *Attacher) Cluster() string { return a.cfg.Cluster }
 
 // Attach resolves the live ReplicaSet of ev and adds it as an owner of every eligible
-// ConfigMap (and, when enabled, Secret) it uses.
+// ConfigMap (and, when enabled, Secret) it uses, together with every other live user
+// of that object (Users.Owners: other ReplicaSets, the ControllerRevisions of
+// StatefulSets and DaemonSets, Jobs, CronJobs, bare Pods), so that the garbage collector
+// keeps it while anything uses it (docs/safety.md).
 //
 // The returned Result lists every object considered with its outcome. The error is nil
 // when every object ended without OutcomeError. It wraps ErrInvalid or ErrRefused when
-// the event itself is rejected (nothing changed), and ErrUnavailable when the cluster
-// could not be read or some write failed transiently (a retry may succeed; writes made
-// before are idempotent).
+// the event itself is rejected (nothing changed), ErrUnavailable when the cluster could
+// not be read or some write failed transiently (a retry may succeed; writes made before
+// are idempotent), and ErrPermanent when the apiserver refused for good (see Result.err).
 func (a *Attacher) Attach(ctx context.Context, ev Event) (Result, error) {
 	res := Result{Cluster: a.cfg.Cluster, Namespace: ev.Namespace, ReplicaSet: ev.Name, DryRun: ev.Options.DryRun, Objects: []ObjectResult{}}
-	if err := ev.Validate(); err != nil {
+	if err := a.admit(&ev); err != nil {
 		return res, err
 	}
-	if err := a.cfg.Namespaces.Check(ev.Namespace); err != nil {
-		return res, err
-	}
-	if ev.Options.Namespace != "" && ev.Options.Namespace != ev.Namespace {
-		return res, refusedf("ReplicaSet is in namespace %q, the trigger spec allows only %q", ev.Namespace, ev.Options.Namespace)
-	}
-	if ev.Options.Selector == nil {
-		def := DefaultOptions()
-		ev.Options.Selector = def.Selector
-	}
-
 	rs, err := a.resolveReplicaSet(ctx, ev)
 	if err != nil {
 		return res, err
@@ -163,21 +154,14 @@ func (a *Attacher) Attach(ctx context.Context, ev Event) (Result, error) {
 	refs, extra := collectRefs(rs, wl, ev.Options)
 	res.Objects = append(res.Objects, notes...)
 	res.Objects = append(res.Objects, extra...)
-
-	var pending []pendingWrite
-	for _, ref := range refs {
-		or, meta := a.evaluate(ctx, ev, rs, ref)
-		if or.Outcome == "" {
-			pending = append(pending, pendingWrite{ref: ref, meta: meta, idx: len(res.Objects)})
-		}
-		res.Objects = append(res.Objects, or)
-	}
+	pending := a.plan(ctx, ev, rs, refs, &res)
 	if len(pending) == 0 {
 		return res, res.err()
 	}
 	if ev.Options.DryRun {
 		for _, p := range pending {
 			res.Objects[p.idx].Outcome = OutcomeWouldAttach
+			res.Objects[p.idx].Owners = ownerNames(missingOwners(p.meta.OwnerReferences, p.want))
 		}
 		return res, res.err()
 	}
@@ -191,17 +175,61 @@ func (a *Attacher) Attach(ctx context.Context, ev Event) (Result, error) {
 		}
 		return res, err
 	}
-	owner := a.ownerReference(live)
+	confirmed := map[types.UID]bool{live.UID: true}
 	for _, p := range pending {
-		res.Objects[p.idx] = a.write(ctx, ev, live, owner, p)
+		res.Objects[p.idx] = a.write(ctx, ev, live, p, confirmed)
 	}
 	return res, res.err()
 }
 
+// admit applies the checks that need no read: the event's identifiers, the namespace
+// policy, the spec's namespace; and defaults the selector.
+func (a *Attacher) admit(ev *Event) error {
+	if err := ev.Validate(); err != nil {
+		return err
+	}
+	if err := a.cfg.Namespaces.Check(ev.Namespace); err != nil {
+		return err
+	}
+	if ev.Options.Namespace != "" && ev.Options.Namespace != ev.Namespace {
+		return refusedf("ReplicaSet is in namespace %q, the trigger spec allows only %q", ev.Namespace, ev.Options.Namespace)
+	}
+	if ev.Options.Selector == nil {
+		ev.Options.Selector = DefaultOptions().Selector
+	}
+	return nil
+}
+
 type pendingWrite struct {
-	ref  refEntry
-	meta *metav1.PartialObjectMetadata
-	idx  int
+	ref   refEntry
+	meta  *metav1.PartialObjectMetadata
+	idx   int
+	want  []metav1.OwnerReference // the ReplicaSet, then the object's other users
+	users []User                  // the other users, to confirm live before writing
+}
+
+// plan evaluates every reference, appends its result to res and returns the objects
+// that need a write: eligible and lacking the ReplicaSet or another user as an owner.
+func (a *Attacher) plan(ctx context.Context, ev Event, rs *appsv1.ReplicaSet, refs []refEntry, res *Result) []pendingWrite {
+	var pending []pendingWrite
+	for _, ref := range refs {
+		or, meta := a.evaluate(ctx, ev, rs, ref)
+		if or.Outcome == "" {
+			_, users, err := a.usersOf(ctx, ref.Kind, rs.Namespace, ref.Name, rs.UID)
+			p := pendingWrite{ref: ref, meta: meta, idx: len(res.Objects), users: users,
+				want: append([]metav1.OwnerReference{a.ownerReference(rs)}, ownerRefs(users)...)}
+			switch {
+			case err != nil:
+				or = or.failed("finding its other users", err)
+			case len(missingOwners(meta.OwnerReferences, p.want)) == 0:
+				or.Outcome = OutcomeAlreadyAttached
+			default:
+				pending = append(pending, p)
+			}
+		}
+		res.Objects = append(res.Objects, or)
+	}
+	return pending
 }
 
 // err summarises object errors: nil if none; wrapping ErrUnavailable if any is
@@ -480,8 +508,6 @@ func (a *Attacher) eligibility(ev Event, rs *appsv1.ReplicaSet, ref refEntry, me
 		or.Outcome, or.Reason = OutcomeSkipped, "not opted in: no "+LabelRevision+"=true label"+notListedBecause(ref)
 	case !listed && !ev.Options.Selector.Matches(labelSet(meta.Labels)):
 		or.Outcome, or.Reason = OutcomeSkipped, fmt.Sprintf("labels do not match the selector %q", ev.Options.Selector.String())+notListedBecause(ref)
-	case hasOwner(meta.OwnerReferences, rs.UID):
-		or.Outcome = OutcomeAlreadyAttached
 	}
 	return or
 }
@@ -512,64 +538,50 @@ func hasOwner(refs []metav1.OwnerReference, uid types.UID) bool {
 	return false
 }
 
-// write adds owner to the object with a strategic merge patch that touches only
-// metadata.ownerReferences (merge key uid: other owners are kept, safety rules 3 and 6)
-// and carries the resourceVersion the decision was made on as a precondition: if the
-// object changed since (opted out, replaced by a namesake, data edited), the apiserver
-// answers 409 Conflict and the object is re-read live and re-evaluated, so a stale cache
-// never leads to a write the live object would not get (rule 4).
-func (a *Attacher) write(ctx context.Context, ev Event, rs *appsv1.ReplicaSet, owner metav1.OwnerReference, p pendingWrite) ObjectResult {
-	key := string(p.ref.Kind) + "/" + rs.Namespace + "/" + p.ref.Name
-	unlock := a.locks.lock(key)
-	defer unlock()
-
+// write adds the ReplicaSet rs and the object's other users, confirmed live (confirmed
+// caches the answers of one Attach), as owners of p's object (addOwners).
+func (a *Attacher) write(ctx context.Context, ev Event, rs *appsv1.ReplicaSet, p pendingWrite, confirmed map[types.UID]bool) ObjectResult {
 	or := ObjectResult{Kind: p.ref.Kind, Name: p.ref.Name, From: p.ref.From}
-	meta := p.meta
-	var lastErr error
-	err := wait.ExponentialBackoffWithContext(ctx, a.cfg.Backoff, func(ctx context.Context) (bool, error) {
-		if meta == nil {
-			m, err := a.getMetaLive(ctx, p.ref.Kind, rs.Namespace, p.ref.Name)
-			if err != nil {
-				return false, err
-			}
-			if e := a.eligibility(ev, rs, p.ref, m, or); e.Outcome != "" {
-				or = e
-				return true, nil
-			}
-			meta = m
-		}
-		patch, err := ownerPatch(meta.ResourceVersion, owner)
-		if err != nil {
-			return false, err
-		}
-		err = a.patch(ctx, p.ref.Kind, rs.Namespace, p.ref.Name, patch)
-		switch {
-		case err == nil:
-			or.Outcome = OutcomeAttached
-			return true, nil
-		case apierrors.IsConflict(err):
-			lastErr = err
-			meta = nil // re-read and re-evaluate
-			return false, nil
-		}
-		return false, err
-	})
-	switch {
-	case err == nil:
-	case apierrors.IsNotFound(err):
-		or.Outcome, or.Reason = OutcomeMissing, "deleted before the owner could be added"
-		return or
-	case wait.Interrupted(err) && lastErr != nil:
-		return or.failed("still conflicting after retries", lastErr)
-	default:
-		return or.failed("writing", err)
+	want, err := a.confirmWanted(ctx, rs.Namespace, p, confirmed)
+	if err != nil {
+		return or.failed("confirming its other users", err)
 	}
-	if or.Outcome == OutcomeAttached {
+	recheck := func(m *metav1.PartialObjectMetadata) ObjectResult { return a.eligibility(ev, rs, p.ref, m, or) }
+	or, added, uid := a.addOwners(ctx, rs.Namespace, or, p.meta, want, recheck)
+	if len(added) > 0 {
 		a.log.Info("attached", "kind", p.ref.Kind, "namespace", rs.Namespace, "name", p.ref.Name,
-			"replicaSet", rs.Name, "replicaSetUID", rs.UID)
-		a.record(p.ref.Kind, rs, meta)
+			"replicaSet", rs.Name, "replicaSetUID", rs.UID, "owners", or.Owners)
+		a.record(p.ref.Kind, rs.Namespace, p.ref.Name, uid, added)
 	}
 	return or
+}
+
+// confirmWanted returns p.want without the users that are gone or being deleted
+// (confirmUsers), reading each user at most once per Attach.
+func (a *Attacher) confirmWanted(ctx context.Context, ns string, p pendingWrite, confirmed map[types.UID]bool) ([]metav1.OwnerReference, error) {
+	var unknown []User
+	for _, u := range p.users {
+		if _, ok := confirmed[u.UID]; !ok {
+			unknown = append(unknown, u)
+		}
+	}
+	live, err := a.confirmUsers(ctx, ns, unknown)
+	if err != nil {
+		return nil, err
+	}
+	for _, u := range unknown {
+		confirmed[u.UID] = false
+	}
+	for _, u := range live {
+		confirmed[u.UID] = true
+	}
+	var want []metav1.OwnerReference
+	for _, o := range p.want {
+		if confirmed[o.UID] {
+			want = append(want, o)
+		}
+	}
+	return want, nil
 }
 
 func (a *Attacher) getMetaLive(ctx context.Context, kind Kind, ns, name string) (*metav1.PartialObjectMetadata, error) {
@@ -598,27 +610,21 @@ func (a *Attacher) patch(ctx context.Context, kind Kind, ns, name string, patch 
 	return err
 }
 
-// ownerPatch builds {"metadata":{"resourceVersion":RV,"ownerReferences":[owner]}}. The
-// resourceVersion makes the apiserver answer 409 Conflict if the object changed since it
-// was evaluated (Kubernetes API conventions, "Concurrency Control and Consistency").
-func ownerPatch(resourceVersion string, owner metav1.OwnerReference) ([]byte, error) {
-	return json.Marshal(map[string]any{
-		"metadata": map[string]any{
-			"resourceVersion": resourceVersion,
-			"ownerReferences": []metav1.OwnerReference{owner},
-		},
-	})
-}
-
-func (a *Attacher) record(kind Kind, rs *appsv1.ReplicaSet, meta *metav1.PartialObjectMetadata) {
+// record emits an "Attached" Event on the config object for the owners added.
+func (a *Attacher) record(kind Kind, ns, name string, uid types.UID, added []metav1.OwnerReference) {
 	if a.cfg.Recorder == nil {
 		return
 	}
-	om := metav1.ObjectMeta{Name: meta.Name, Namespace: meta.Namespace, UID: meta.UID}
+	om := metav1.ObjectMeta{Name: name, Namespace: ns, UID: uid}
 	var obj runtime.Object = &corev1.ConfigMap{ObjectMeta: om}
 	if kind == KindSecret {
 		obj = &corev1.Secret{ObjectMeta: om}
 	}
+	if len(added) == 1 && added[0].Kind == "ReplicaSet" {
+		a.cfg.Recorder.Eventf(obj, corev1.EventTypeNormal, "Attached",
+			"Added ownerReference to ReplicaSet %s (uid %s): deleted by the garbage collector once no ReplicaSet uses it", added[0].Name, added[0].UID)
+		return
+	}
 	a.cfg.Recorder.Eventf(obj, corev1.EventTypeNormal, "Attached",
-		"Added ownerReference to ReplicaSet %s (uid %s): deleted by the garbage collector once no ReplicaSet uses it", rs.Name, rs.UID)
+		"Added ownerReferences to %s: deleted by the garbage collector once none of its users exists", describeOwners(added))
 }

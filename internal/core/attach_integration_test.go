@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -23,7 +24,13 @@ import (
 
 var sharedCP *controlplane.ControlPlane
 
-func TestMain(m *testing.M) { os.Exit(controlplane.TestMain(m, &sharedCP)) }
+// TestMain starts the control plane with the workload controllers whose objects can use
+// a revision besides ReplicaSets (their ControllerRevisions, Jobs and Pods are real).
+func TestMain(m *testing.M) {
+	controllers := append(slices.Clone(controlplane.DefaultControllers),
+		"statefulset-controller", "daemonset-controller", "job-controller", "cronjob-controller")
+	os.Exit(controlplane.TestMainWith(m, &sharedCP, controlplane.Options{Controllers: controllers}))
+}
 
 func requireCP(t *testing.T) *controlplane.ControlPlane { return controlplane.Require(t, sharedCP) }
 
@@ -39,14 +46,18 @@ func TestAttachThenGarbageCollector(t *testing.T) {
 	rs1 := e.replicaSet("web-1", &own, podTemplate("web", "web-config-1", "shared-config"))
 	rs2 := e.replicaSet("web-2", &own, podTemplate("web", "shared-config"))
 
-	for _, rs := range []*appsv1.ReplicaSet{rs1, rs2} {
-		res, err := e.attacher.Attach(ctx, e.event(rs, core.DefaultOptions()))
-		require.NoError(t, err)
-		require.Equal(t, &core.WorkloadRef{APIVersion: "argoproj.io/v1alpha1", Kind: "Rollout", Name: "web"}, res.Workload)
-		for _, o := range res.Objects {
-			require.Equal(t, core.OutcomeAttached, o.Outcome, "%s %s: %s", o.Kind, o.Name, o.Reason)
-		}
+	res, err := e.attacher.Attach(ctx, e.event(rs1, core.DefaultOptions()))
+	require.NoError(t, err)
+	require.Equal(t, &core.WorkloadRef{APIVersion: "argoproj.io/v1alpha1", Kind: "Rollout", Name: "web"}, res.Workload)
+	for _, o := range res.Objects {
+		require.Equal(t, core.OutcomeAttached, o.Outcome, "%s %s: %s", o.Kind, o.Name, o.Reason)
 	}
+	// Every user protects a revision (issue 16): web-2 uses shared-config too, so the
+	// first attach already made it an owner, and web-2's own event writes nothing.
+	assert.Equal(t, []string{"ReplicaSet/web-1", "ReplicaSet/web-2"}, resultFor(res, core.KindConfigMap, "shared-config").Owners)
+	res, err = e.attacher.Attach(ctx, e.event(rs2, core.DefaultOptions()))
+	require.NoError(t, err)
+	assert.Equal(t, core.OutcomeAlreadyAttached, outcomes(res)["ConfigMap/shared-config"])
 	assert.ElementsMatch(t, []types.UID{rs1.UID, rs2.UID}, ownerUIDs(e.owners(core.KindConfigMap, "shared-config")))
 	ref := e.owners(core.KindConfigMap, "web-config-1")[0]
 	assert.Equal(t, metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-1", UID: rs1.UID, Controller: ptr(false)}, ref,
@@ -103,7 +114,8 @@ func TestAttachKeepsOwnersAndIsIdempotent(t *testing.T) {
 }
 
 // Rule 6: a writer changing the ConfigMap's data at the same time loses nothing, and
-// every attach succeeds.
+// every attach succeeds. The ReplicaSets name the revision in the event only (their
+// templates do not mount it), so that each attach writes its own owner concurrently.
 func TestAttachConcurrentWriters(t *testing.T) {
 	e := newEnv(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -113,8 +125,9 @@ func TestAttachConcurrentWriters(t *testing.T) {
 	e.revision("busy-config")
 	var sets []*appsv1.ReplicaSet
 	for i := 0; i < 8; i++ {
-		sets = append(sets, e.replicaSet(fmt.Sprintf("busy-%d", i), &own, podTemplate("busy", "busy-config")))
+		sets = append(sets, e.replicaSet(fmt.Sprintf("busy-%d", i), &own, podTemplate("busy")))
 	}
+	listed := specOptions(t, map[string]string{"configMaps": "busy-config"})
 
 	var wg sync.WaitGroup
 	var lastWritten int
@@ -139,7 +152,7 @@ func TestAttachConcurrentWriters(t *testing.T) {
 		wg.Add(1)
 		go func(rs *appsv1.ReplicaSet) {
 			defer wg.Done()
-			res, err := e.attacher.Attach(ctx, e.event(rs, core.DefaultOptions()))
+			res, err := e.attacher.Attach(ctx, e.event(rs, listed))
 			if err == nil && outcomes(res)["ConfigMap/busy-config"] != core.OutcomeAttached {
 				err = fmt.Errorf("%s: %v", rs.Name, res.Objects)
 			}

@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -232,6 +234,10 @@ func (m mapReader) Rollout(_ context.Context, _, name string) (*unstructured.Uns
 	return nil, apierrors.NewNotFound(schema.GroupResource{Group: core.RolloutGroup, Resource: core.RolloutResource}, name)
 }
 
+func (m mapReader) Users(context.Context, core.Kind, string, string) (*core.Users, error) {
+	return &core.Users{}, nil
+}
+
 func (m mapReader) ObjectMeta(_ context.Context, kind core.Kind, _, name string) (*metav1.PartialObjectMetadata, error) {
 	if o, ok := m.meta[string(kind)+"/"+name]; ok {
 		return o, nil
@@ -321,4 +327,141 @@ func (e *env) restrictedAttacher(sa string, rules []rbacv1.PolicyRule) *core.Att
 		Reader: core.LiveReader{Client: clients.Kube, Dynamic: clients.Dynamic, Metadata: clients.Metadata}, Logger: discardLogger()})
 	require.NoError(e.t, err)
 	return a
+}
+
+// user creates a workload or bare Pod of kind ("StatefulSet", "DaemonSet", "Job",
+// "CronJob", "Pod") running tmpl, and for a StatefulSet or DaemonSet waits until its
+// controller has written the ControllerRevision of tmpl. It returns the object.
+func (e *env) user(kind, name string, tmpl corev1.PodTemplateSpec) metav1.Object {
+	e.t.Helper()
+	ctx := context.Background()
+	sel := &metav1.LabelSelector{MatchLabels: tmpl.Labels}
+	apps, batch := e.kc.AppsV1(), e.kc.BatchV1()
+	var obj metav1.Object
+	var err error
+	switch kind {
+	case "StatefulSet":
+		obj, err = apps.StatefulSets(e.ns).Create(ctx, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: appsv1.StatefulSetSpec{Replicas: ptr(int32(1)), ServiceName: name, Selector: sel, Template: tmpl}}, metav1.CreateOptions{})
+	case "DaemonSet":
+		obj, err = apps.DaemonSets(e.ns).Create(ctx, &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: appsv1.DaemonSetSpec{Selector: sel, Template: tmpl}}, metav1.CreateOptions{})
+	case "Job":
+		tmpl.Spec.RestartPolicy = corev1.RestartPolicyNever
+		obj, err = batch.Jobs(e.ns).Create(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: batchv1.JobSpec{Template: tmpl}}, metav1.CreateOptions{})
+	case "CronJob":
+		tmpl.Spec.RestartPolicy = corev1.RestartPolicyNever
+		obj, err = batch.CronJobs(e.ns).Create(ctx, &batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: batchv1.CronJobSpec{Schedule: "0 0 1 1 *", JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: tmpl}}}}, metav1.CreateOptions{})
+	case "Pod":
+		e.waitDefaultServiceAccount()
+		om := tmpl.ObjectMeta
+		om.Name = name
+		obj, err = e.kc.CoreV1().Pods(e.ns).Create(ctx, &corev1.Pod{ObjectMeta: om, Spec: tmpl.Spec}, metav1.CreateOptions{})
+	default:
+		e.t.Fatalf("unknown kind %q", kind)
+	}
+	require.NoError(e.t, err)
+	if kind == "StatefulSet" || kind == "DaemonSet" {
+		e.revisionsOf(obj.GetUID(), 1)
+	}
+	return obj
+}
+
+// revisionsOf waits until n ControllerRevisions controlled by owner exist and returns them.
+func (e *env) revisionsOf(owner types.UID, n int) []appsv1.ControllerRevision {
+	e.t.Helper()
+	var out []appsv1.ControllerRevision
+	controlplane.Eventually(e.t, 60*time.Second, "the controller's ControllerRevisions", func() error {
+		l, err := e.kc.AppsV1().ControllerRevisions(e.ns).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		out = out[:0]
+		for _, cr := range l.Items {
+			if c := metav1.GetControllerOf(&cr); c != nil && c.UID == owner {
+				out = append(out, cr)
+			}
+		}
+		if len(out) != n {
+			return fmt.Errorf("%d of %d", len(out), n)
+		}
+		return nil
+	})
+	return out
+}
+
+func (e *env) waitDefaultServiceAccount() {
+	e.t.Helper()
+	controlplane.Eventually(e.t, 30*time.Second, "the default ServiceAccount", func() error {
+		_, err := e.kc.CoreV1().ServiceAccounts(e.ns).Get(context.Background(), "default", metav1.GetOptions{})
+		return err
+	})
+}
+
+// deleteUser deletes a user created by e.user, letting the garbage collector delete
+// what it owns (background propagation).
+func (e *env) deleteUser(kind, name string) {
+	e.t.Helper()
+	ctx, bg := context.Background(), metav1.DeletePropagationBackground
+	o := metav1.DeleteOptions{PropagationPolicy: &bg}
+	apps, batch := e.kc.AppsV1(), e.kc.BatchV1()
+	var err error
+	switch kind {
+	case "ReplicaSet":
+		err = apps.ReplicaSets(e.ns).Delete(ctx, name, o)
+	case "StatefulSet":
+		err = apps.StatefulSets(e.ns).Delete(ctx, name, o)
+	case "DaemonSet":
+		err = apps.DaemonSets(e.ns).Delete(ctx, name, o)
+	case "Job":
+		err = batch.Jobs(e.ns).Delete(ctx, name, o)
+	case "CronJob":
+		err = batch.CronJobs(e.ns).Delete(ctx, name, o)
+	case "Pod":
+		err = e.kc.CoreV1().Pods(e.ns).Delete(ctx, name, o)
+	}
+	require.NoError(e.t, err)
+}
+
+// waitConfigMapGone waits until the garbage collector has deleted the ConfigMap.
+func (e *env) waitConfigMapGone(name string) {
+	e.t.Helper()
+	controlplane.Eventually(e.t, 60*time.Second, "the garbage collector to delete "+name, func() error {
+		_, err := e.kc.CoreV1().ConfigMaps(e.ns).Get(context.Background(), name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("still there (err %v)", err)
+	})
+}
+
+// waitOwnerDropped waits until the garbage collector has removed the deleted owner uid
+// from the ConfigMap's ownerReferences (it does so when other owners are live), which
+// proves it has processed the owner's deletion and kept the ConfigMap.
+func (e *env) waitOwnerDropped(name string, uid types.UID) {
+	e.t.Helper()
+	controlplane.Eventually(e.t, 60*time.Second, "the garbage collector to drop the deleted owner of "+name, func() error {
+		cm, err := e.kc.CoreV1().ConfigMaps(e.ns).Get(context.Background(), name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			e.t.Fatalf("the garbage collector deleted %s, which another user still needs", name)
+		}
+		if err != nil {
+			return err
+		}
+		if hasOwnerUID(cm.OwnerReferences, uid) {
+			return errors.New("the deleted owner is still listed")
+		}
+		return nil
+	})
+}
+
+func hasOwnerUID(refs []metav1.OwnerReference, uid types.UID) bool {
+	for _, r := range refs {
+		if r.UID == uid {
+			return true
+		}
+	}
+	return false
 }

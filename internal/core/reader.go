@@ -2,10 +2,14 @@ package core
 
 import (
 	"context"
+	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -39,6 +43,9 @@ type Reader interface {
 	// ObjectMeta returns only the metadata of a ConfigMap or Secret: data never enters
 	// memory through the core.
 	ObjectMeta(ctx context.Context, kind Kind, namespace, name string) (*metav1.PartialObjectMetadata, error)
+	// Users returns the objects of namespace that use the config object kind/name (see
+	// Users). A failed read is an error: a partial answer could leave a user unprotected.
+	Users(ctx context.Context, kind Kind, namespace, name string) (*Users, error)
 }
 
 // LiveReader reads every object straight from the apiserver (one GET each). It is what
@@ -67,4 +74,46 @@ func (r LiveReader) Rollout(ctx context.Context, ns, name string) (*unstructured
 // ObjectMeta implements Reader.
 func (r LiveReader) ObjectMeta(ctx context.Context, kind Kind, ns, name string) (*metav1.PartialObjectMetadata, error) {
 	return r.Metadata.Resource(kind.GVR()).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+}
+
+// Users implements Reader with one live LIST per kind in the namespace (ReplicaSets,
+// ControllerRevisions, StatefulSets, DaemonSets, Jobs, CronJobs, Pods, Deployments,
+// Rollouts; a missing Rollout CRD means no Rollouts), filtered with Uses.
+func (r LiveReader) Users(ctx context.Context, kind Kind, ns, name string) (*Users, error) {
+	apps, batch, o := r.Client.AppsV1(), r.Client.BatchV1(), metav1.ListOptions{}
+	lists := []struct {
+		what string
+		list func() (runtime.Object, error)
+	}{
+		{"ReplicaSets", func() (runtime.Object, error) { return apps.ReplicaSets(ns).List(ctx, o) }},
+		{"ControllerRevisions", func() (runtime.Object, error) { return apps.ControllerRevisions(ns).List(ctx, o) }},
+		{"StatefulSets", func() (runtime.Object, error) { return apps.StatefulSets(ns).List(ctx, o) }},
+		{"DaemonSets", func() (runtime.Object, error) { return apps.DaemonSets(ns).List(ctx, o) }},
+		{"Jobs", func() (runtime.Object, error) { return batch.Jobs(ns).List(ctx, o) }},
+		{"CronJobs", func() (runtime.Object, error) { return batch.CronJobs(ns).List(ctx, o) }},
+		{"Pods", func() (runtime.Object, error) { return r.Client.CoreV1().Pods(ns).List(ctx, o) }},
+		{"Deployments", func() (runtime.Object, error) { return apps.Deployments(ns).List(ctx, o) }},
+		{"Rollouts", func() (runtime.Object, error) {
+			l, err := r.Dynamic.Resource(RolloutGVR).Namespace(ns).List(ctx, o)
+			if apierrors.IsNotFound(err) {
+				return &unstructured.UnstructuredList{}, nil // no Argo Rollouts CRD: no Rollouts
+			}
+			return l, err
+		}},
+	}
+	all := &Users{}
+	for _, l := range lists {
+		list, err := l.list()
+		if err != nil {
+			return nil, apiFailure("listing", l.what+" in "+ns, err)
+		}
+		items, err := meta.ExtractList(list)
+		if err != nil {
+			return nil, fmt.Errorf("listing %s in %s: %w", l.what, ns, err)
+		}
+		for _, it := range items {
+			all.Add(it)
+		}
+	}
+	return all.of(kind, name), nil
 }

@@ -154,6 +154,87 @@ func addPodSpecRefs(s *refSet, spec *corev1.PodSpec) {
 	}
 }
 
+// RefsOnly returns a copy of spec that keeps only what PodSpecRefs reads (volume
+// sources that name a ConfigMap or Secret, env and envFrom references, container names,
+// imagePullSecrets), for caches that hold many pod specs: PodSpecRefs(RefsOnly(s))
+// equals PodSpecRefs(s).
+func RefsOnly(spec *corev1.PodSpec) corev1.PodSpec {
+	out := corev1.PodSpec{ImagePullSecrets: spec.ImagePullSecrets}
+	for _, v := range spec.Volumes {
+		if lv, ok := leanVolume(v); ok {
+			out.Volumes = append(out.Volumes, lv)
+		}
+	}
+	out.InitContainers = leanContainers(spec.InitContainers)
+	out.Containers = leanContainers(spec.Containers)
+	for _, c := range spec.EphemeralContainers {
+		if env, envFrom := leanEnv(c.Env, c.EnvFrom); env != nil || envFrom != nil {
+			out.EphemeralContainers = append(out.EphemeralContainers, corev1.EphemeralContainer{
+				EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: c.Name, Env: env, EnvFrom: envFrom}})
+		}
+	}
+	return out
+}
+
+func leanVolume(v corev1.Volume) (corev1.Volume, bool) {
+	src := v.VolumeSource
+	out := corev1.Volume{Name: v.Name}
+	switch {
+	case src.ConfigMap != nil:
+		out.ConfigMap = &corev1.ConfigMapVolumeSource{LocalObjectReference: src.ConfigMap.LocalObjectReference, Optional: src.ConfigMap.Optional}
+	case src.Secret != nil:
+		out.Secret = &corev1.SecretVolumeSource{SecretName: src.Secret.SecretName, Optional: src.Secret.Optional}
+	case src.Projected != nil:
+		p := &corev1.ProjectedVolumeSource{}
+		for _, ps := range src.Projected.Sources {
+			switch {
+			case ps.ConfigMap != nil:
+				p.Sources = append(p.Sources, corev1.VolumeProjection{ConfigMap: &corev1.ConfigMapProjection{
+					LocalObjectReference: ps.ConfigMap.LocalObjectReference, Optional: ps.ConfigMap.Optional}})
+			case ps.Secret != nil:
+				p.Sources = append(p.Sources, corev1.VolumeProjection{Secret: &corev1.SecretProjection{
+					LocalObjectReference: ps.Secret.LocalObjectReference, Optional: ps.Secret.Optional}})
+			}
+		}
+		if len(p.Sources) == 0 {
+			return out, false
+		}
+		out.Projected = p
+	case len(volumePluginSecrets(src)) > 0:
+		out.VolumeSource = src // rare: kept whole
+	default:
+		return out, false
+	}
+	return out, true
+}
+
+func leanContainers(cs []corev1.Container) []corev1.Container {
+	var out []corev1.Container
+	for _, c := range cs {
+		if env, envFrom := leanEnv(c.Env, c.EnvFrom); env != nil || envFrom != nil {
+			out = append(out, corev1.Container{Name: c.Name, Env: env, EnvFrom: envFrom})
+		}
+	}
+	return out
+}
+
+func leanEnv(env []corev1.EnvVar, envFrom []corev1.EnvFromSource) ([]corev1.EnvVar, []corev1.EnvFromSource) {
+	var outEnv []corev1.EnvVar
+	for _, e := range env {
+		if vf := e.ValueFrom; vf != nil && (vf.ConfigMapKeyRef != nil || vf.SecretKeyRef != nil) {
+			outEnv = append(outEnv, corev1.EnvVar{Name: e.Name, ValueFrom: &corev1.EnvVarSource{
+				ConfigMapKeyRef: vf.ConfigMapKeyRef, SecretKeyRef: vf.SecretKeyRef}})
+		}
+	}
+	var outFrom []corev1.EnvFromSource
+	for _, ef := range envFrom {
+		if ef.ConfigMapRef != nil || ef.SecretRef != nil {
+			outFrom = append(outFrom, corev1.EnvFromSource{ConfigMapRef: ef.ConfigMapRef, SecretRef: ef.SecretRef})
+		}
+	}
+	return outEnv, outFrom
+}
+
 // volumePluginSecrets lists the Secrets volume plugins authenticate with.
 func volumePluginSecrets(v corev1.VolumeSource) []string {
 	var out []string

@@ -37,6 +37,9 @@ type ObjectResult struct {
 	Reason  string  `json:"reason,omitempty"`
 	// From lists where the object was referenced (see Ref.From).
 	From []string `json:"from,omitempty"`
+	// Owners lists the owners this call added (or, in a dry run, would add), as
+	// "Kind/name": the ReplicaSet and the object's other users (docs/safety.md).
+	Owners []string `json:"owners,omitempty"`
 	// Transient is true for an error that a retry may fix; an OutcomeError that is not
 	// transient is permanent (see IsPermanent).
 	Transient bool `json:"transient,omitempty"`
@@ -59,16 +62,18 @@ type WorkloadRef struct {
 	Via string `json:"via,omitempty"`
 }
 
-// Result reports everything one Attach call considered.
+// Result reports everything one Attach (or AttachRevision) call considered.
 type Result struct {
-	Cluster    string         `json:"cluster"`
-	Namespace  string         `json:"namespace"`
-	ReplicaSet string         `json:"replicaSet"`
-	UID        types.UID      `json:"uid,omitempty"`
-	Workload   *WorkloadRef   `json:"workload,omitempty"`
-	DryRun     bool           `json:"dryRun,omitempty"`
-	Skipped    string         `json:"skipped,omitempty"`
-	Objects    []ObjectResult `json:"objects"`
+	Cluster    string `json:"cluster"`
+	Namespace  string `json:"namespace"`
+	ReplicaSet string `json:"replicaSet"`
+	// Revision is "Kind/name" of the config object an AttachRevision call was for.
+	Revision string         `json:"revision,omitempty"`
+	UID      types.UID      `json:"uid,omitempty"`
+	Workload *WorkloadRef   `json:"workload,omitempty"`
+	DryRun   bool           `json:"dryRun,omitempty"`
+	Skipped  string         `json:"skipped,omitempty"`
+	Objects  []ObjectResult `json:"objects"`
 }
 
 // Counts returns how many objects ended with each outcome.
@@ -90,6 +95,10 @@ func (r *Result) Writes() int { return r.Counts()[OutcomeAttached] }
 func (r *Result) Summary() string {
 	counts := JoinCounts(r.Counts())
 	s := fmt.Sprintf("ReplicaSet %s/%s", r.Namespace, r.ReplicaSet)
+	if r.Revision != "" {
+		kind, name, _ := strings.Cut(r.Revision, "/")
+		s = fmt.Sprintf("%s %s/%s", kind, r.Namespace, name)
+	}
 	if r.Cluster != "" {
 		s = r.Cluster + ": " + s
 	}

@@ -1,0 +1,188 @@
+package cache
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/configmap-attacher/configmap-attacher/internal/core"
+)
+
+// Index names of the cache's informers.
+const (
+	// UsesIndex maps core.UsesKey of a config object to the objects that use it
+	// (core.UsesKeys): on the ReplicaSet, ControllerRevision, StatefulSet, DaemonSet,
+	// Job, CronJob, Pod, Deployment and Rollout informers.
+	UsesIndex = "configmap-attacher.io/uses"
+	// ControllerIndex maps a controller's UID to the ReplicaSets it controls.
+	ControllerIndex = "configmap-attacher.io/controller"
+	// WorkloadRefIndex maps "namespace/name" of a Deployment to the Rollouts whose
+	// spec.workloadRef names it.
+	WorkloadRefIndex = "configmap-attacher.io/workload-ref"
+)
+
+func usesIndexFunc(obj any) ([]string, error) { return core.UsesKeys(obj), nil }
+
+func controllerIndexFunc(obj any) ([]string, error) {
+	if m, ok := obj.(metav1.Object); ok {
+		if c := metav1.GetControllerOfNoCopy(m); c != nil {
+			return []string{string(c.UID)}, nil
+		}
+	}
+	return nil, nil
+}
+
+func workloadRefIndexFunc(obj any) ([]string, error) {
+	if ro, ok := obj.(*unstructured.Unstructured); ok {
+		if kind, name := core.RolloutWorkloadRef(ro); kind == "Deployment" && name != "" {
+			return []string{ro.GetNamespace() + "/" + name}, nil
+		}
+	}
+	return nil, nil
+}
+
+// addUserInformers creates the informers the uses index needs besides the ReplicaSet
+// and Deployment ones (which New made), adds the indexes and registers their sync.
+func (c *Cache) addUserInformers() error {
+	apps, batch := c.typed.Apps().V1(), c.typed.Batch().V1()
+	c.userInfs = []toolscache.SharedIndexInformer{
+		apps.ControllerRevisions().Informer(), apps.StatefulSets().Informer(), apps.DaemonSets().Informer(),
+		batch.Jobs().Informer(), batch.CronJobs().Informer(), c.typed.Core().V1().Pods().Informer(),
+	}
+	rs, dep := apps.ReplicaSets().Informer(), apps.Deployments().Informer()
+	if err := rs.AddIndexers(toolscache.Indexers{UsesIndex: usesIndexFunc, ControllerIndex: controllerIndexFunc}); err != nil {
+		return fmt.Errorf("cache: ReplicaSet indexes: %w", err)
+	}
+	for _, inf := range append([]toolscache.SharedIndexInformer{dep}, c.userInfs...) {
+		if err := inf.AddIndexers(toolscache.Indexers{UsesIndex: usesIndexFunc}); err != nil {
+			return fmt.Errorf("cache: uses index: %w", err)
+		}
+		c.synced = append(c.synced, inf.HasSynced)
+	}
+	c.rsInf, c.depInf = rs, dep
+	return nil
+}
+
+// Users implements core.Reader from the uses indexes. Before every informer has synced,
+// or for a namespace outside the cache's, it reads live (core.LiveReader.Users): a
+// partial answer could leave a user unprotected.
+func (c *Cache) Users(ctx context.Context, kind core.Kind, namespace, name string) (*core.Users, error) {
+	if !c.inScope(namespace) || !c.HasSynced() {
+		c.miss("users")
+		return core.LiveReader{Client: c.clients.Kube, Dynamic: c.clients.Dynamic, Metadata: c.clients.Metadata}.Users(ctx, kind, namespace, name)
+	}
+	key := core.UsesKey(kind, namespace, name)
+	u := &core.Users{}
+	for _, inf := range append([]toolscache.SharedIndexInformer{c.rsInf, c.depInf}, c.userInfs...) {
+		objs, err := inf.GetIndexer().ByIndex(UsesIndex, key)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range objs {
+			u.Add(o)
+		}
+	}
+	var referring []*unstructured.Unstructured
+	if inf := c.rollouts.Load(); inf != nil {
+		idx := (*inf).GetIndexer()
+		if err := addAll(u, idx, UsesIndex, key); err != nil {
+			return nil, err
+		}
+		for _, d := range u.Deployments {
+			objs, err := idx.ByIndex(WorkloadRefIndex, namespace+"/"+d.Name)
+			if err != nil {
+				return nil, err
+			}
+			for _, o := range objs {
+				referring = append(referring, o.(*unstructured.Unstructured))
+			}
+		}
+	}
+	for uid := range core.WorkloadUIDs(u.Deployments, u.Rollouts, referring) {
+		objs, err := c.rsInf.GetIndexer().ByIndex(ControllerIndex, string(uid))
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range objs {
+			if !core.Uses(o, kind, name) {
+				u.Add(o)
+			}
+		}
+	}
+	return u, nil
+}
+
+func addAll(u *core.Users, idx toolscache.Indexer, index, key string) error {
+	objs, err := idx.ByIndex(index, key)
+	for _, o := range objs {
+		u.Add(o)
+	}
+	return err
+}
+
+// Lean is the typed informers' transform: it drops managedFields from every object (the
+// ReplicaSets and Deployments keep the rest: other code reads them), and keeps of the
+// other kinds only what the uses index and core.Users.Owners read (name, UID,
+// ownerReferences, deletionTimestamp, this project's annotations, and the pod spec's
+// references, core.RefsOnly), since a cluster holds many of them.
+func Lean(obj any) (any, error) {
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		return &corev1.Pod{ObjectMeta: leanMeta(o.ObjectMeta), Spec: core.RefsOnly(&o.Spec)}, nil
+	case *appsv1.StatefulSet:
+		return &appsv1.StatefulSet{ObjectMeta: leanMeta(o.ObjectMeta), Spec: appsv1.StatefulSetSpec{Template: leanTemplate(&o.Spec.Template)}}, nil
+	case *appsv1.DaemonSet:
+		return &appsv1.DaemonSet{ObjectMeta: leanMeta(o.ObjectMeta), Spec: appsv1.DaemonSetSpec{Template: leanTemplate(&o.Spec.Template)}}, nil
+	case *batchv1.Job:
+		return &batchv1.Job{ObjectMeta: leanMeta(o.ObjectMeta), Spec: batchv1.JobSpec{Template: leanTemplate(&o.Spec.Template)}}, nil
+	case *batchv1.CronJob:
+		return &batchv1.CronJob{ObjectMeta: leanMeta(o.ObjectMeta), Spec: batchv1.CronJobSpec{
+			JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: leanTemplate(&o.Spec.JobTemplate.Spec.Template)}}}}, nil
+	case *appsv1.ControllerRevision:
+		return leanRevision(o), nil
+	}
+	return StripManagedFields(obj)
+}
+
+func leanMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
+		DeletionTimestamp: m.DeletionTimestamp, OwnerReferences: m.OwnerReferences, Annotations: ownAnnotations(m.Annotations)}
+}
+
+func leanTemplate(t *corev1.PodTemplateSpec) corev1.PodTemplateSpec {
+	return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: ownAnnotations(t.Annotations)}, Spec: core.RefsOnly(&t.Spec)}
+}
+
+// leanRevision keeps a StatefulSet's or DaemonSet's ControllerRevision with data that
+// holds only the lean template; others keep no data (nothing reads it).
+func leanRevision(cr *appsv1.ControllerRevision) *appsv1.ControllerRevision {
+	out := &appsv1.ControllerRevision{ObjectMeta: leanMeta(cr.ObjectMeta), Revision: cr.Revision}
+	if t, err := core.RevisionTemplate(cr); err == nil && t != nil {
+		lean := leanTemplate(t)
+		if raw, err := core.EncodeRevisionTemplate(&lean); err == nil {
+			out.Data.Raw = raw
+		}
+	}
+	return out
+}
+
+// ownAnnotations keeps the annotations with this project's prefix.
+func ownAnnotations(ann map[string]string) map[string]string {
+	var out map[string]string
+	for k, v := range ann {
+		if strings.HasPrefix(k, core.Prefix) {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[k] = v
+		}
+	}
+	return out
+}
