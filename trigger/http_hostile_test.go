@@ -265,3 +265,8 @@ func TestSpecRefusesAmbiguousDocuments(t *testing.T) {
 		})
 	}
 }
+
+func (r *touchReader) Users(context.Context, core.Kind, string, string) (*core.Users, error) {
+	r.n.Add(1)
+	return nil, errTouched
+}
