@@ -34,11 +34,14 @@ const (
 	PathHTTP     Path = "http"
 	PathEventBus Path = "eventbus"
 	PathWatcher  Path = "watcher"
+	// PathRevision is the revision side of the watcher: a ConfigMap or Secret that
+	// appeared or lost owners (docs/design.md, safety rule 9).
+	PathRevision Path = "revision"
 )
 
 // pull reports whether the path pulls its events at its own pace (EventBus, watcher):
 // such a path waits for a free slot, where a pushed event is answered busy at once.
-func (p Path) pull() bool { return p == PathEventBus || p == PathWatcher }
+func (p Path) pull() bool { return p == PathEventBus || p == PathWatcher || p == PathRevision }
 
 // Request is one decoded event.
 type Request struct {
@@ -49,6 +52,10 @@ type Request struct {
 	// (Argo Events metadata, CloudEvent extension; "" for none); Options.Cluster wins
 	// over it, the default cluster is the fallback.
 	Event core.Event
+	// Revision, when set, makes this a revision event: find every live user of that
+	// ConfigMap or Secret and attach it (core.Attacher.AttachRevision); Event is then
+	// unused. Revision.Cluster follows the same rule as Event.Cluster.
+	Revision *core.RevisionEvent
 }
 
 // Response is the JSON result of one event (gRPC Execute, HTTP POST): the core's
@@ -187,6 +194,9 @@ func (d *Dispatcher) GaveUp(path Path, ev core.Event, reason string, err error) 
 	d.metrics.givenUp.WithLabelValues(ev.Cluster, string(path), reason).Inc()
 	d.log.Error("giving up an event", "path", path, "reason", reason, "cluster", ev.Cluster,
 		"namespace", ev.Namespace, "replicaSet", ev.Name, "err", err)
+	if path == PathRevision {
+		return // the event names a ConfigMap or Secret, not a ReplicaSet to tell
+	}
 	if att, aerr := d.clusters.Attacher(ev.Cluster); aerr == nil {
 		att.GaveUp(ev, fmt.Sprintf("%s: %v", reason, err))
 	}
@@ -206,12 +216,18 @@ func (d *Dispatcher) Reject(ctx context.Context, path Path, ev core.Event, err e
 
 func (d *Dispatcher) dispatch(ctx context.Context, req Request) Answer {
 	resp := newResponse(req.Event)
+	if r := req.Revision; r != nil {
+		resp.Namespace, resp.ReplicaSet, resp.Revision = r.Namespace, "", string(r.Kind)+"/"+r.Name
+	}
 	release, err := d.acquire(ctx, req.Path)
 	if err != nil {
 		return answer(resp, err)
 	}
 	defer release()
 	name := req.Event.Cluster
+	if req.Revision != nil {
+		name = req.Revision.Cluster
+	}
 	if req.Options.Cluster != "" {
 		name = req.Options.Cluster
 	}
@@ -221,6 +237,9 @@ func (d *Dispatcher) dispatch(ctx context.Context, req Request) Answer {
 	}
 	ctx, cancel := d.workContext(ctx)
 	defer cancel()
+	if req.Revision != nil {
+		return d.revision(ctx, att, req, resp)
+	}
 	if req.Options.Operation == core.OperationGC {
 		return d.sweep(ctx, att, req, resp)
 	}
@@ -233,6 +252,21 @@ func (d *Dispatcher) dispatch(ctx context.Context, req Request) Answer {
 	resp.Result = res
 	if err == nil || len(res.Objects) > 0 || res.Skipped != "" {
 		resp.Message = res.Summary() // else the error says it (answer)
+	}
+	if res.Writes() > 0 && d.sweeps != nil {
+		d.sweeps.AfterAttach(res.Cluster, res.Namespace)
+	}
+	return answer(resp, cause(ctx, err))
+}
+
+// revision runs a revision event: every live user of the object becomes an owner.
+func (d *Dispatcher) revision(ctx context.Context, att *core.Attacher, req Request, resp Response) Answer {
+	rev := *req.Revision
+	rev.Cluster, rev.Options = att.Cluster(), req.Options
+	res, err := att.AttachRevision(ctx, rev)
+	resp.Result = res
+	if err == nil || len(res.Objects) > 0 {
+		resp.Message = res.Summary()
 	}
 	if res.Writes() > 0 && d.sweeps != nil {
 		d.sweeps.AfterAttach(res.Cluster, res.Namespace)
@@ -329,8 +363,13 @@ func answer(resp Response, err error) Answer {
 func (d *Dispatcher) finish(ctx context.Context, path Path, start time.Time, a *Answer) {
 	d.metrics.observe(path, start, a)
 	r := &a.Response
-	attrs := []any{"path", path, "result", a.Class, "cluster", r.Cluster, "namespace", r.Namespace, "replicaSet", r.ReplicaSet,
-		"message", r.Message, "duration", time.Since(start).Round(time.Microsecond)}
+	attrs := []any{"path", path, "result", a.Class, "cluster", r.Cluster, "namespace", r.Namespace}
+	if r.Revision != "" {
+		attrs = append(attrs, "revision", r.Revision)
+	} else {
+		attrs = append(attrs, "replicaSet", r.ReplicaSet)
+	}
+	attrs = append(attrs, "message", r.Message, "duration", time.Since(start).Round(time.Microsecond))
 	if a.Err != nil && a.Class != ClassIgnored {
 		attrs = append(attrs, "err", a.Err)
 	}

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
+	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/cluster"
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
@@ -144,15 +145,19 @@ func (s *Server) perCluster(ctx context.Context, c *cluster.Cluster) error {
 	}
 	in := s.opts.Ingress
 	g, gctx := errgroup.WithContext(ctx)
-	if in.Watch {
-		for _, ch := range c.Caches {
-			w, err := watch.New(ch.ReplicaSetInformer(), s.d, watch.Options{Cluster: c.Name(), Options: &s.spec,
-				Resync: in.WatchResync, Workers: in.WatchWorkers, Logger: log})
-			if err != nil {
-				return err
-			}
-			g.Go(func() error { return w.Run(gctx) })
+	// Every way in gets the revision side (a revision that appears after its ReplicaSet,
+	// or loses its owners, is attached from its own change); --watch adds ReplicaSets.
+	for _, ch := range c.Caches {
+		var rs toolscache.SharedIndexInformer
+		if in.Watch {
+			rs = ch.ReplicaSetInformer()
 		}
+		w, err := watch.New(rs, s.d, watch.Options{Cluster: c.Name(), Options: &s.spec, Revisions: ch.RevisionInformers(),
+			Resync: in.WatchResync, Workers: in.WatchWorkers, Logger: log})
+		if err != nil {
+			return err
+		}
+		g.Go(func() error { return w.Run(gctx) })
 	}
 	sw, stopRecorder, err := s.sweeper(c, log)
 	if err != nil {

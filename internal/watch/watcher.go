@@ -1,5 +1,8 @@
-// Package watch is the built-in way in for clusters without Argo Events: a ReplicaSet
-// informer whose every ReplicaSet is dispatched (package dispatch), level-triggered.
+// Package watch is the level-triggered way in: every ReplicaSet of an informer (the
+// built-in watcher, for clusters without Argo Events) and, on every way in, the revision
+// side: every ConfigMap or Secret that appears or loses owners is dispatched (package
+// dispatch), so that a revision created after its ReplicaSet, or whose ownerReferences
+// were wiped, is attached from its own change (docs/design.md, safety rule 9).
 package watch
 
 import (
@@ -8,11 +11,13 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"strings"
 	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -34,30 +39,33 @@ type Options struct {
 	// Options are the effective options of every event (the dispatcher's ParseSpec of
 	// the service's spec); zero means core.DefaultOptions.
 	Options *core.Options
-	// Workers is the number of ReplicaSets handled at once; default DefaultWatcherWorkers.
+	// Revisions are metadata informers of config objects (cache.Cache.RevisionInformers):
+	// each object that appears, gains the opt-in label or loses an owner is dispatched
+	// as a revision event.
+	Revisions map[core.Kind]toolscache.SharedIndexInformer
+	// Workers is the number of objects handled at once; default DefaultWorkers.
 	Workers int
-	// Resync is how often every cached ReplicaSet is queued again, so that anything
-	// missed (a failed write, a revision created after its ReplicaSet) is repaired;
-	// default 10 minutes, negative disables.
+	// Resync is how often every cached object is queued again, so that anything missed
+	// is repaired (the periodic repair); default 10 minutes, negative disables.
 	Resync time.Duration
-	// MaxRetries bounds the retries of a transient failure per ReplicaSet before it waits
+	// MaxRetries bounds the retries of a transient failure per object before it waits
 	// for the next resync; default 10.
 	MaxRetries int
 	Logger     *slog.Logger
 }
 
-// Watcher is the built-in event source for clusters without Argo Events: it feeds every
-// ReplicaSet of a shared informer to the core. It is level-triggered: the informer's
-// initial list backfills every existing ReplicaSet at start (events missed while the
-// service was down are repaired), a periodic resync queues them all again, and the
-// core's idempotence makes those replays cost no write.
+// Watcher feeds every object of its informers to the dispatcher, one queue for all. It
+// is level-triggered: the informers' initial lists backfill every existing object at
+// start (events missed while the service was down are repaired), a periodic resync
+// queues them all again, and the core's idempotence makes those replays cost no write
+// (and, served from the caches, no request).
 type Watcher struct {
-	inf   toolscache.SharedIndexInformer
-	d     Dispatcher
-	opts  Options
-	spec  core.Options
-	log   *slog.Logger
-	queue workqueue.TypedRateLimitingInterface[string]
+	sources map[string]toolscache.SharedIndexInformer // by kind: ReplicaSet, ConfigMap, Secret
+	d       Dispatcher
+	opts    Options
+	spec    core.Options
+	log     *slog.Logger
+	queue   workqueue.TypedRateLimitingInterface[string]
 
 	mu      sync.Mutex
 	handled int64
@@ -72,10 +80,22 @@ const StopGrace = 5 * time.Second
 // 32), with --kube-api-qps raised; at the default 50 QPS the client limiter decides.
 const DefaultWorkers = 16
 
-// New returns a Watcher over inf (a ReplicaSet informer, typically
-// cache.Cache.ReplicaSetInformer) feeding d. Errors: a nil argument.
-func New(inf toolscache.SharedIndexInformer, d Dispatcher, opts Options) (*Watcher, error) {
-	if inf == nil || d == nil {
+const kindReplicaSet = "ReplicaSet"
+
+// New returns a Watcher over replicaSets (a ReplicaSet informer, typically
+// cache.Cache.ReplicaSetInformer; nil for the revision side only) and opts.Revisions,
+// feeding d. Errors: no dispatcher, or nothing to watch.
+func New(replicaSets toolscache.SharedIndexInformer, d Dispatcher, opts Options) (*Watcher, error) {
+	sources := map[string]toolscache.SharedIndexInformer{}
+	if replicaSets != nil {
+		sources[kindReplicaSet] = replicaSets
+	}
+	for kind, inf := range opts.Revisions {
+		if inf != nil {
+			sources[string(kind)] = inf
+		}
+	}
+	if len(sources) == 0 || d == nil {
 		return nil, errors.New("watch: New needs an informer and a dispatcher")
 	}
 	spec := core.DefaultOptions()
@@ -95,41 +115,38 @@ func New(inf toolscache.SharedIndexInformer, d Dispatcher, opts Options) (*Watch
 	if log == nil {
 		log = slog.Default()
 	}
-	w := &Watcher{inf: inf, d: d, opts: opts, spec: spec, log: log.With("component", "watcher"),
+	w := &Watcher{sources: sources, d: d, opts: opts, spec: spec, log: log.With("component", "watcher"),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "configmap-attacher-replicasets"})}
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "configmap-attacher-watch"})}
 	return w, nil
 }
 
-// Handled returns how many ReplicaSets the watcher has processed (for tests and logs).
+// Handled returns how many objects the watcher has processed (for tests and logs).
 func (w *Watcher) Handled() int64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.handled
 }
 
-// Run registers the handler, waits for the informer to sync (the informer itself is
-// started by its owner, e.g. cache.Cache.Run), then processes ReplicaSets until ctx
-// ends. On shutdown queued ReplicaSets are dropped (the watcher is level-triggered) and
+// Run registers the handlers, waits for the informers to sync (the informers themselves
+// are started by their owner, e.g. cache.Cache.Run), then processes objects until ctx
+// ends. On shutdown queued objects are dropped (the watcher is level-triggered) and
 // those in progress get StopGrace to finish. It returns nil.
 func (w *Watcher) Run(ctx context.Context) error {
-	reg, err := w.inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc: w.enqueue,
-		UpdateFunc: func(old, obj any) {
-			if relevantUpdate(old, obj) {
-				w.enqueue(obj)
-			}
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("watcher: adding the ReplicaSet handler: %w", err)
+	var synced []toolscache.InformerSynced
+	for kind, inf := range w.sources {
+		reg, err := inf.AddEventHandler(w.handler(kind))
+		if err != nil {
+			return fmt.Errorf("watcher: adding the %s handler: %w", kind, err)
+		}
+		defer func() { _ = inf.RemoveEventHandler(reg) }()
+		synced = append(synced, reg.HasSynced)
 	}
-	defer func() { _ = w.inf.RemoveEventHandler(reg) }()
 	defer w.queue.ShutDown()
-	if !toolscache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
+	if !toolscache.WaitForCacheSync(ctx.Done(), synced...) {
 		return nil // shutting down before sync
 	}
-	w.log.Info("watching ReplicaSets", "workers", w.opts.Workers, "resync", w.opts.Resync)
+	w.log.Info("watching", "kinds", w.kinds(), "workers", w.opts.Workers, "resync", w.opts.Resync)
 
 	// Work outlives ctx by at most StopGrace: a stop (shutdown, or the cluster being
 	// removed) must not wait on requests to an apiserver that no longer answers.
@@ -145,20 +162,52 @@ func (w *Watcher) Run(ctx context.Context) error {
 		}()
 	}
 	if w.opts.Resync > 0 {
-		go wait.Until(func() {
-			for _, obj := range w.inf.GetStore().List() {
-				w.enqueue(obj)
-			}
-		}, w.opts.Resync, ctx.Done())
+		go wait.Until(w.resync, w.opts.Resync, ctx.Done())
 	}
 	<-ctx.Done()
-	// Queued ReplicaSets are dropped, not drained: the watcher is level-triggered, and the
+	// Queued objects are dropped, not drained: the watcher is level-triggered, and the
 	// next start (or another replica's resync) handles them.
 	w.queue.ShutDown() // with ctx done, workers take no new item (ShutDown alone would hand out the rest)
 	stop := time.AfterFunc(StopGrace, cancelWork)
 	defer stop.Stop()
 	wg.Wait()
 	return nil
+}
+
+func (w *Watcher) kinds() []string {
+	out := make([]string, 0, len(w.sources))
+	for k := range w.sources {
+		out = append(out, k)
+	}
+	return out
+}
+
+// resync queues every cached object again: the periodic repair.
+func (w *Watcher) resync() {
+	for kind, inf := range w.sources {
+		for _, obj := range inf.GetStore().List() {
+			w.enqueue(kind, obj)
+		}
+	}
+}
+
+func (w *Watcher) handler(kind string) toolscache.ResourceEventHandlerFuncs {
+	relevant := relevantUpdate
+	if kind != kindReplicaSet {
+		// An object that was a candidate stays one for this update (a PUT that wiped its
+		// ownerReferences leaves an unlabelled, listed revision with none).
+		relevant = func(old, obj any) bool { return revisionNeedsLook(old, obj) && isCandidate(old) }
+	}
+	return toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { w.enqueue(kind, obj) },
+		UpdateFunc: func(old, obj any) {
+			if relevant(old, obj) {
+				w.add(kind, obj)
+			} else {
+				w.enqueue(kind, obj) // e.g. it just gained the opt-in label
+			}
+		},
+	}
 }
 
 // relevantUpdate reports whether an update can change what a ReplicaSet needs: its spec
@@ -176,18 +225,75 @@ func relevantUpdate(old, obj any) bool {
 		!maps.Equal(o.Labels, n.Labels) || !maps.Equal(o.Annotations, n.Annotations)
 }
 
-func (w *Watcher) enqueue(obj any) {
-	rs, ok := obj.(*appsv1.ReplicaSet)
-	if !ok || rs.DeletionTimestamp != nil {
+// revisionNeedsLook reports whether an update of a config object may leave it short of
+// owners: it lost one (a PUT without ownerReferences: kubectl replace, Argo CD
+// Replace=true), was replaced by a namesake, or its labels or annotations changed
+// (opted in). Data edits and the service's own owner additions are skipped.
+func revisionNeedsLook(old, obj any) bool {
+	o, ok1 := old.(metav1.Object)
+	n, ok2 := obj.(metav1.Object)
+	if !ok1 || !ok2 {
+		return true
+	}
+	if o.GetUID() != n.GetUID() || !maps.Equal(o.GetLabels(), n.GetLabels()) || !maps.Equal(o.GetAnnotations(), n.GetAnnotations()) {
+		return true
+	}
+	kept := map[string]bool{}
+	for _, r := range n.GetOwnerReferences() {
+		kept[string(r.UID)] = true
+	}
+	for _, r := range o.GetOwnerReferences() {
+		if !kept[string(r.UID)] {
+			return true
+		}
+	}
+	return false
+}
+
+// enqueue queues obj unless it is terminating or, for a config object, no candidate.
+func (w *Watcher) enqueue(kind string, obj any) {
+	if kind != kindReplicaSet && !isCandidate(obj) {
 		return
 	}
-	key, err := toolscache.MetaNamespaceKeyFunc(rs)
+	w.add(kind, obj)
+}
+
+// add queues obj unless it is terminating.
+func (w *Watcher) add(kind string, obj any) {
+	m, ok := obj.(metav1.Object)
+	if !ok || m.GetDeletionTimestamp() != nil {
+		return
+	}
+	key, err := toolscache.MetaNamespaceKeyFunc(obj)
 	if err == nil {
-		w.queue.Add(key)
+		w.queue.Add(kind + "/" + key)
 	}
 }
 
-// processNext handles one queued ReplicaSet under work; once ctx (Run's) has ended it
+func isCandidate(obj any) bool {
+	m, ok := obj.(metav1.Object)
+	return ok && candidate(m)
+}
+
+// candidate reports whether a config object may be a revision the revision side should
+// look at: it carries the opt-in label, or a ReplicaSet owned it (it was attached, for
+// example listed by a workload annotation, and may have lost owners since). Other
+// ConfigMaps and Secrets (kube-root-ca.crt, application config) are never queued, so
+// they cost nothing and count nowhere; an unlabelled, listed object created after its
+// ReplicaSet is repaired by the ReplicaSet side (--watch resync) or the orphan sweep.
+func candidate(m metav1.Object) bool {
+	if m.GetLabels()[core.LabelRevision] == "true" {
+		return true
+	}
+	for _, r := range m.GetOwnerReferences() {
+		if r.Kind == kindReplicaSet {
+			return true
+		}
+	}
+	return false
+}
+
+// processNext handles one queued object under work; once ctx (Run's) has ended it
 // takes no new item. The answer decides: a retryable one is requeued with backoff up
 // to MaxRetries (then given up until the next resync, and counted), any other is done.
 func (w *Watcher) processNext(ctx, work context.Context) bool {
@@ -199,34 +305,44 @@ func (w *Watcher) processNext(ctx, work context.Context) bool {
 	if ctx.Err() != nil {
 		return false // stopping: dropped, the watcher is level-triggered (the next start handles it)
 	}
-	ev, a := w.handle(work, key)
-	class := a.Class
+	req, a := w.handle(work, key)
 	w.mu.Lock()
 	w.handled++
 	w.mu.Unlock()
 	switch {
-	case !class.Retryable():
+	case !a.Class.Retryable():
 		w.queue.Forget(key)
 	case w.queue.NumRequeues(key) < w.opts.MaxRetries:
 		w.queue.AddRateLimited(key)
 	default:
-		w.d.GaveUp(dispatch.PathWatcher, ev, "max-retries", a.Err) // the next resync tries again
-
+		w.d.GaveUp(req.Path, req.Event, "max-retries", a.Err) // the next resync tries again
 		w.queue.Forget(key)
 	}
 	return true
 }
 
-// handle dispatches the cached ReplicaSet of key (gone or terminating: nothing to do).
-func (w *Watcher) handle(ctx context.Context, key string) (core.Event, dispatch.Answer) {
-	obj, exists, err := w.inf.GetStore().GetByKey(key)
+// handle dispatches the cached object of key (gone or terminating: nothing to do).
+func (w *Watcher) handle(ctx context.Context, key string) (dispatch.Request, dispatch.Answer) {
+	kind, objKey, _ := strings.Cut(key, "/")
+	done := dispatch.Answer{Class: dispatch.ClassOK}
+	inf := w.sources[kind]
+	if inf == nil {
+		return dispatch.Request{}, done
+	}
+	obj, exists, err := inf.GetStore().GetByKey(objKey)
 	if err != nil || !exists {
-		return core.Event{}, dispatch.Answer{Class: dispatch.ClassOK}
+		return dispatch.Request{}, done
 	}
-	rs, ok := obj.(*appsv1.ReplicaSet)
-	if !ok || rs.DeletionTimestamp != nil {
-		return core.Event{}, dispatch.Answer{Class: dispatch.ClassOK}
+	m, ok := obj.(metav1.Object)
+	if !ok || m.GetDeletionTimestamp() != nil {
+		return dispatch.Request{}, done
 	}
-	ev := core.Event{Cluster: w.opts.Cluster, Namespace: rs.Namespace, Name: rs.Name, UID: rs.UID}
-	return ev, w.d.Dispatch(ctx, dispatch.Request{Path: dispatch.PathWatcher, Options: w.spec, Event: ev})
+	ev := core.Event{Cluster: w.opts.Cluster, Namespace: m.GetNamespace(), Name: m.GetName(), UID: m.GetUID()}
+	req := dispatch.Request{Path: dispatch.PathWatcher, Options: w.spec, Event: ev}
+	if kind != kindReplicaSet {
+		req.Path = dispatch.PathRevision
+		req.Revision = &core.RevisionEvent{Cluster: w.opts.Cluster, Kind: core.Kind(kind), Namespace: m.GetNamespace(),
+			Name: m.GetName(), UID: m.GetUID()}
+	}
+	return req, w.d.Dispatch(ctx, req)
 }
