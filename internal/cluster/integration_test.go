@@ -123,13 +123,16 @@ func makeFixture(t *testing.T, cp *controlplane.ControlPlane, ns, rsName, cm str
 	if !apierrors.IsAlreadyExists(err) {
 		require.NoError(t, err)
 	}
-	_, err = kc.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: cm,
-		Labels: map[string]string{core.LabelRevision: "true"}}, Data: map[string]string{"cluster": cp.Name()}}, metav1.CreateOptions{})
+	// The ConfigMap is listed by the ReplicaSet's annotation, not labelled: only an event
+	// attaches it (the revision side of a running service looks at labelled or formerly
+	// attached revisions only), so the tests see which cluster an event went to.
+	_, err = kc.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: cm},
+		Data: map[string]string{"cluster": cp.Name()}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	labels := map[string]string{"app": rsName}
 	zero := int32(0)
 	rs, err := kc.AppsV1().ReplicaSets(ns).Create(ctx, &appsv1.ReplicaSet{
-		ObjectMeta: metav1.ObjectMeta{Name: rsName, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Name: rsName, Labels: labels, Annotations: map[string]string{core.AnnotationConfigMaps: cm}},
 		Spec: appsv1.ReplicaSetSpec{Replicas: &zero, Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
 				Containers: []corev1.Container{{Name: "app", Image: "app:1"}},

@@ -403,14 +403,14 @@ func objects(t *testing.T, d *dispatch.Dispatcher, outcome core.Outcome) float64
 // cases builds the objects the cases need and returns the table.
 func (s *stack) cases(t *testing.T) []waysCase {
 	ctx := context.Background()
-	for _, cm := range []string{"cfg-attach", "cfg-other"} {
+	for _, cm := range []string{"cfg-attach", "cfg-other", "cfg-fixed"} {
 		_, err := s.kc.CoreV1().ConfigMaps(s.ns).Create(ctx, testfix.Revision(s.ns, cm), metav1.CreateOptions{})
 		require.NoError(t, err)
 	}
 	_, err := s.kc.CoreV1().Secrets(s.ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "sec-1", Namespace: s.ns,
 		Labels: map[string]string{core.LabelRevision: "true"}}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	fixed := testfix.CreateReplicaSet(t, s.kc, s.ns, "fixed", "cfg-other")
+	fixed := testfix.CreateReplicaSet(t, s.kc, s.ns, "fixed", "cfg-fixed") // its own revision: no other case's attach adds it
 	wrongUID := fixed.DeepCopy()
 	wrongUID.UID = "00000000-0000-0000-0000-00000000dead"
 	dying := testfix.ReplicaSet("dying", "cfg-other")
@@ -452,7 +452,7 @@ func (s *stack) cases(t *testing.T) []waysCase {
 			then: ownedBy(core.KindSecret, "sec-1", s.allowSecrets)},
 		{name: "uid mismatch", rs: wrongUID, cluster: "home", want: dispatch.ClassRefused,
 			then: func(t *testing.T, s *stack, _ *appsv1.ReplicaSet, d *dispatch.Dispatcher) {
-				ownedBy(core.KindConfigMap, "cfg-other", false)(t, s, fixed, d)
+				ownedBy(core.KindConfigMap, "cfg-fixed", false)(t, s, fixed, d)
 			}},
 		{name: "terminating", rs: alive(dying), cluster: "home", want: dispatch.ClassRefused},
 		{name: "denied namespace", rs: template(s.ns+"-denied", "denied", "cfg-other", ""), cluster: "home", want: dispatch.ClassRefused},

@@ -31,6 +31,7 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/internal/kube"
 	"github.com/configmap-attacher/configmap-attacher/internal/natsserver"
 	"github.com/configmap-attacher/configmap-attacher/internal/server"
+	"github.com/configmap-attacher/configmap-attacher/internal/testfix"
 )
 
 // lockedBuffer is a goroutine-safe log sink.
@@ -224,6 +225,14 @@ func TestHostileInputRefused(t *testing.T) {
 	ctx := context.Background()
 	cases := hostileCases(e)
 	refused := 0
+	// The revision side attaches cfg-1 to web-1 at start (safety rule 9); after that,
+	// nothing a hostile input says may write anything.
+	controlplane.Eventually(t, 15*time.Second, "cfg-1 attached at start", func() error {
+		if got := e.owners(t, core.KindConfigMap, e.ns, "cfg-1"); len(got) != 1 {
+			return fmt.Errorf("owners %v", got)
+		}
+		return nil
+	})
 	e.counter.Reset()
 	for _, tc := range cases {
 		t.Run("http/"+tc.name, func(t *testing.T) {
@@ -280,18 +289,25 @@ func TestHostileInputRefused(t *testing.T) {
 	for _, obj := range []struct {
 		kind     core.Kind
 		ns, name string
-	}{{core.KindConfigMap, e.ns, "cfg-1"}, {core.KindSecret, e.ns, "sec-1"}, {core.KindConfigMap, "kube-system", e.ns + "-sys-cfg"}} {
+	}{{core.KindSecret, e.ns, "sec-1"}, {core.KindConfigMap, "kube-system", e.ns + "-sys-cfg"}} {
 		assert.Empty(t, e.owners(t, obj.kind, obj.ns, obj.name), "%s %s/%s untouched", obj.kind, obj.ns, obj.name)
 	}
+	assert.Equal(t, []string{"web-1"}, e.owners(t, core.KindConfigMap, e.ns, "cfg-1"), "cfg-1 untouched")
 	t.Logf("hostile inputs refused: %d (HTTP, gRPC, EventBus); writes: %d", refused, e.counter.Writes())
 
-	// Control: a valid event writes exactly once, and never the Secret (not enabled).
-	resp, err := http.Post("http://"+e.srv.HTTPAddr()+"/?includeSecrets=true", "application/json", strings.NewReader(eventData(e.ns, "web-1", string(e.rs.UID))))
+	// Control: a valid event for a new ReplicaSet of cfg-1 writes exactly once, and never
+	// the Secret (not enabled).
+	web2 := testfix.ReplicaSet("web-2", "cfg-1")
+	web2.Spec.Template.Spec.Containers[0].EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{
+		LocalObjectReference: corev1.LocalObjectReference{Name: "sec-1"}}}}
+	web2, err := e.kc.AppsV1().ReplicaSets(e.ns).Create(ctx, web2, metav1.CreateOptions{})
+	require.NoError(t, err)
+	resp, err := http.Post("http://"+e.srv.HTTPAddr()+"/?includeSecrets=true", "application/json", strings.NewReader(eventData(e.ns, "web-2", string(web2.UID))))
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, 200, resp.StatusCode)
 	assert.Equal(t, 1, e.counter.Count(http.MethodPatch), "one write: cfg-1")
-	assert.Equal(t, []string{"web-1"}, e.owners(t, core.KindConfigMap, e.ns, "cfg-1"))
+	assert.ElementsMatch(t, []string{"web-1", "web-2"}, e.owners(t, core.KindConfigMap, e.ns, "cfg-1"))
 	assert.Empty(t, e.owners(t, core.KindSecret, e.ns, "sec-1"), "Secrets are never touched unless enabled")
 	assert.NotContains(t, e.logs.String(), "do-not-log-me", "Secret data is never logged")
 	assert.NotContains(t, e.logs.String(), e.natsPass, "the EventBus password is never logged")

@@ -195,16 +195,16 @@ func (w *Watcher) handler(kind string) toolscache.ResourceEventHandlerFuncs {
 	relevant := relevantUpdate
 	if kind != kindReplicaSet {
 		// An object that was a candidate stays one for this update (a PUT that wiped its
-		// ownerReferences leaves an unlabelled, listed revision with none).
-		relevant = func(old, obj any) bool { return revisionNeedsLook(old, obj) && isCandidate(old) }
+		// ownerReferences leaves an unlabelled, listed revision with none); one that
+		// becomes one (gains the opt-in label) is one. The service's own owner additions
+		// change neither labels nor lose an owner: not queued.
+		relevant = func(old, obj any) bool { return revisionNeedsLook(old, obj) && (isCandidate(old) || isCandidate(obj)) }
 	}
 	return toolscache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { w.enqueue(kind, obj) },
 		UpdateFunc: func(old, obj any) {
 			if relevant(old, obj) {
 				w.add(kind, obj)
-			} else {
-				w.enqueue(kind, obj) // e.g. it just gained the opt-in label
 			}
 		},
 	}
