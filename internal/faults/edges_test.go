@@ -19,7 +19,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -125,12 +124,7 @@ func TestDuplicateReorderedStaleEvents(t *testing.T) {
 			}
 			owners := watchOwners(t, kc, ns)
 			create := func(name string, cms ...string) *appsv1.ReplicaSet {
-				rs := replicaSet(name, cms[0])
-				for _, cm := range cms[1:] {
-					rs.Spec.Template.Spec.Containers[0].EnvFrom = append(rs.Spec.Template.Spec.Containers[0].EnvFrom,
-						corev1.EnvFromSource{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: cm}}})
-				}
-				rs, err := kc.AppsV1().ReplicaSets(ns).Create(ctx, rs, metav1.CreateOptions{})
+				rs, err := kc.AppsV1().ReplicaSets(ns).Create(ctx, replicaSet(name, cms...), metav1.CreateOptions{})
 				require.NoError(t, err)
 				return rs
 			}

@@ -499,21 +499,29 @@ func newWorkload(t *testing.T, ns string, n int) *workload {
 	return w
 }
 
+// createConfigMap creates an unlabelled ConfigMap: the ReplicaSets of these tests list
+// theirs by annotation, so that only the ReplicaSet events under test attach them (the
+// revision side of serve looks at labelled or formerly attached revisions only, and
+// would otherwise attach every one at start, from the caches).
 func createConfigMap(ctx context.Context, kc kubernetes.Interface, ns, name string) error {
-	_, err := kc.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name,
-		Labels: map[string]string{core.LabelRevision: "true"}}, Data: map[string]string{"k": "v"}}, metav1.CreateOptions{})
+	_, err := kc.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Data: map[string]string{"k": "v"}}, metav1.CreateOptions{})
 	return err
 }
 
-// replicaSet is a ReplicaSet with no replicas whose template uses ConfigMap cm.
-func replicaSet(name, cm string) *appsv1.ReplicaSet {
+// replicaSet is a ReplicaSet with no replicas whose template uses ConfigMaps cms and
+// whose annotation lists them.
+func replicaSet(name string, cms ...string) *appsv1.ReplicaSet {
 	zero := int32(0)
 	labels := map[string]string{"app": name}
-	return &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: name},
+	var env []corev1.EnvFromSource
+	for _, cm := range cms {
+		env = append(env, corev1.EnvFromSource{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: cm}}})
+	}
+	return &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{core.AnnotationConfigMaps: strings.Join(cms, ",")}},
 		Spec: appsv1.ReplicaSetSpec{Replicas: &zero, Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
-				Containers: []corev1.Container{{Name: "c", Image: "i", EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{
-					LocalObjectReference: corev1.LocalObjectReference{Name: cm}}}}}}}}}}
+				Containers: []corev1.Container{{Name: "c", Image: "i", EnvFrom: env}}}}}}
 }
 
 // ownerWatch watches the ConfigMaps of one namespace and records, per ConfigMap, how many
