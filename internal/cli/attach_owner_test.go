@@ -139,4 +139,3 @@ func TestAttachListedNameNoTemplateUses(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
-
