@@ -48,6 +48,10 @@ func (r *touchReader) ObjectMeta(context.Context, core.Kind, string, string) (*m
 	r.n.Add(1)
 	return nil, errTouched
 }
+func (r *touchReader) Users(context.Context, core.Kind, string, string) (*core.Users, error) {
+	r.n.Add(1)
+	return nil, errTouched
+}
 
 type breakFixture struct {
 	d      *dispatch.Dispatcher

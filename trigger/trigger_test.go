@@ -58,6 +58,10 @@ func (r *fakeReader) Rollout(context.Context, string, string) (*unstructured.Uns
 	return nil, apierrors.NewNotFound(schema.GroupResource{Group: "argoproj.io", Resource: "rollouts"}, "")
 }
 
+func (r *fakeReader) Users(context.Context, core.Kind, string, string) (*core.Users, error) {
+	return &core.Users{}, nil
+}
+
 func (r *fakeReader) ObjectMeta(ctx context.Context, kind core.Kind, ns, name string) (*metav1.PartialObjectMetadata, error) {
 	cm, err := r.kc.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {

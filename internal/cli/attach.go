@@ -7,11 +7,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
@@ -143,7 +145,9 @@ func newAttachCommand(s *Streams) *cobra.Command {
 		Short: "Attach config revisions to a workload's current ReplicaSet, once",
 		Long: `attach waits (bounded by --timeout) for the workload's current ReplicaSet, then adds
 it as an owner of every listed ConfigMap/Secret and every opted-in one its pod
-template references. Existing owners are kept.
+template references. Existing owners are kept. With listed names it waits for the
+ReplicaSet whose pod template uses them, never attaching them to an older one
+(names no template uses go to the current ReplicaSet, as the old Job did).
 
 Exit codes: 0 success, 1 failure (one-line reason on stderr), 2 usage error.`,
 		Args: cobra.NoArgs,
@@ -216,8 +220,7 @@ func (o *AttachOptions) Run(ctx context.Context, s *Streams) error {
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	log.Info("waiting for the current ReplicaSet", "kind", kind, "namespace", ns, "name", name, "timeout", o.Timeout)
-	rs, err := core.WaitForCurrentReplicaSet(waitCtx, clients.Kube, clients.Dynamic, kind, ns, name, o.Interval)
+	rs, err := o.waitForOwner(waitCtx, log, clients, kind, ns, name, opts)
 	if err != nil {
 		return fmt.Errorf("%s %s/%s: %w", kind, ns, name, err)
 	}
@@ -247,6 +250,34 @@ func (o *AttachOptions) Run(ctx context.Context, s *Streams) error {
 	}
 	log.Info("done", "summary", res.Summary())
 	return nil
+}
+
+// progressEvery is how often a waiting attach says on stderr what it still waits for.
+var progressEvery = 5 * time.Second
+
+// waitForOwner waits for the ReplicaSet to attach to: with listed names, the one their
+// pod template uses, never an older one (safety rule 10, core.ListedOwnerWait); without,
+// the workload's current ReplicaSet.
+func (o *AttachOptions) waitForOwner(ctx context.Context, log *slog.Logger, clients *kube.Clients, kind, ns, name string, opts core.Options) (*appsv1.ReplicaSet, error) {
+	var listed []core.Ref
+	for _, n := range opts.ConfigMaps {
+		listed = append(listed, core.Ref{Kind: core.KindConfigMap, Name: n})
+	}
+	for _, n := range opts.Secrets {
+		listed = append(listed, core.Ref{Kind: core.KindSecret, Name: n})
+	}
+	if kind == "ReplicaSet" || len(listed) == 0 {
+		log.Info("waiting for the current ReplicaSet", "kind", kind, "namespace", ns, "name", name, "timeout", o.Timeout)
+		return core.WaitForCurrentReplicaSet(ctx, clients.Kube, clients.Dynamic, kind, ns, name, o.Interval)
+	}
+	log.Info("waiting for the ReplicaSet whose pod template uses the listed names", "kind", kind, "namespace", ns, "name", name, "timeout", o.Timeout)
+	w := core.ListedOwnerWait{Client: clients.Kube, Dynamic: clients.Dynamic, Metadata: clients.Metadata, Interval: o.Interval,
+		ProgressEvery: progressEvery, Progress: func(missing string) { log.Info("still waiting", "for", missing) }}
+	rs, note, err := w.ReplicaSetFor(ctx, kind, ns, name, listed)
+	if note != "" {
+		log.Warn("attaching to the current ReplicaSet", "replicaSet", rs.Name, "because", note)
+	}
+	return rs, err
 }
 
 func contextNamespace(o *AttachOptions) (string, error) {

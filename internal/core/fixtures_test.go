@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/configmap-attacher/configmap-attacher/internal/cache"
 	"github.com/configmap-attacher/configmap-attacher/internal/controlplane"
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/kube"
@@ -464,4 +465,31 @@ func hasOwnerUID(refs []metav1.OwnerReference, uid types.UID) bool {
 		}
 	}
 	return false
+}
+
+// cachedAttacher returns an Attacher reading from a running informer cache
+// (internal/cache) of e.ns, synced, with writes through the counted clients.
+func (e *env) cachedAttacher() *core.Attacher {
+	e.t.Helper()
+	cp := requireCP(e.t)
+	clients, err := kube.NewClients(e.counter.Wrap(cp.RESTConfig()))
+	require.NoError(e.t, err)
+	c, err := cache.New(clients, cache.Options{Namespace: e.ns, RolloutPoll: 100 * time.Millisecond, Logger: discardLogger()})
+	require.NoError(e.t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	e.t.Cleanup(func() { cancel(); <-done })
+	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer wcancel()
+	require.NoError(e.t, c.WaitForSync(wctx))
+	controlplane.Eventually(e.t, 10*time.Second, "the Rollout informer", func() error {
+		if !c.HasSynced() {
+			return errors.New("not synced")
+		}
+		return nil
+	})
+	a, err := core.NewAttacher(core.Config{Cluster: "local", Client: clients.Kube, Reader: c, Logger: discardLogger()})
+	require.NoError(e.t, err)
+	return a
 }

@@ -103,6 +103,8 @@ func TestPodSpecRefs(t *testing.T) {
 		"Secret/registry": false, "Secret/csi-creds": false, "Secret/azure-creds": false,
 	}, got, "every reference once, optional only when every use is optional; pull and volume-plugin Secrets count")
 	assert.Len(t, refs[0].From, 2, "a is used by a volume and an env var")
+	lean := core.RefsOnly(spec)
+	assert.Equal(t, refs, core.PodSpecRefs(&lean), "a lean cache keeps every reference")
 }
 
 func TestResultSummary(t *testing.T) {

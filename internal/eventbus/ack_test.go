@@ -60,6 +60,9 @@ func (r liveReader) Rollout(context.Context, string, string) (*unstructured.Unst
 func (r liveReader) ObjectMeta(_ context.Context, _ core.Kind, _, name string) (*metav1.PartialObjectMetadata, error) {
 	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "configmaps"}, name)
 }
+func (r liveReader) Users(context.Context, core.Kind, string, string) (*core.Users, error) {
+	return &core.Users{}, nil
+}
 
 // TestUnconfirmedAckDoesNotHoldTheSlot: when an ack's confirmation never arrives, the
 // message's handling ends after AckConfirmTimeout, not after the execute timeout, so its
