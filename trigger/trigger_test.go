@@ -429,8 +429,3 @@ func TestGracefulShutdownFinishesInFlight(t *testing.T) {
 	require.NoError(t, <-done)
 	assert.Len(t, f.owners(t), 1)
 }
-
-// Users implements core.Reader: nothing but ReplicaSets uses a revision here.
-func (r *fakeReader) Users(context.Context, core.Kind, string, string) (*core.Users, error) {
-	return &core.Users{}, nil
-}

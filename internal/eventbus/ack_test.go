@@ -92,7 +92,3 @@ func TestUnconfirmedAckDoesNotHoldTheSlot(t *testing.T) {
 		t.Fatal("handle still waiting for the ack confirmation (it would hold the in-flight slot until the timeout)")
 	}
 }
-
-func (r liveReader) Users(context.Context, core.Kind, string, string) (*core.Users, error) {
-	return &core.Users{}, nil
-}
