@@ -269,8 +269,3 @@ func TestSpecRefusesAmbiguousDocuments(t *testing.T) {
 		})
 	}
 }
-
-func (r *touchReader) Users(context.Context, core.Kind, string, string) (*core.Users, error) {
-	r.n.Add(1)
-	return nil, errTouched
-}
