@@ -25,7 +25,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -122,9 +121,6 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	}
 	if len(opts.Controllers) == 0 {
 		opts.Controllers = DefaultControllers
-		if opts.Workloads {
-			opts.Controllers = append(slices.Clone(DefaultControllers), WorkloadControllers...)
-		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, opts.StartTimeout)
 	defer cancel()
@@ -392,6 +388,9 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context) error {
 		"--allow-privileged=true",
 		"--profiling=false",
 		"--v=0",
+	}
+	if cp.opts.Workloads {
+		cp.apiserverArgs = append(cp.apiserverArgs, workloadAPIServerArgs...)
 	}
 	if err := cp.run("kube-apiserver", cp.apiserverArgs); err != nil {
 		return err

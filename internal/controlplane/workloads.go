@@ -20,10 +20,12 @@ import (
 // WorkloadBinaries are the extra binaries Options.Workloads starts, built by `make tools`.
 var WorkloadBinaries = []string{"kube-scheduler", "kwok", "rollouts-controller"}
 
-// WorkloadControllers are the kube-controller-manager controllers added with
-// Options.Workloads: node-lifecycle lifts the not-ready taint a new Node is admitted
-// with, once kwok reports it Ready (the scheduler places no Pod on it before).
-var WorkloadControllers = []string{"node-lifecycle-controller"}
+// workloadAPIServerArgs are kube-apiserver's extra flags with Options.Workloads. The
+// TaintNodesByCondition admission plugin would admit the fake Node with a not-ready
+// taint that only the node-lifecycle controller lifts; that controller is not run: it
+// expects kubelet heartbeats kwok does not send often enough, and would mark every Pod
+// NotReady each time the Node's status looks stale.
+var workloadAPIServerArgs = []string{"--disable-admission-plugins=TaintNodesByCondition"}
 
 // Names of what Options.Workloads creates.
 const (
