@@ -103,10 +103,10 @@ Argo Rollouts controller, kube-scheduler and kwok (one fake Node: Pods turn Runn
 Try it from another terminal:
   export KUBECONFIG=%s
   %s demo --kubeconfig $KUBECONFIG --namespace try-1   # the whole canary as a timeline; leaves Rollout web
-  %s -n try-1 get rollout web      # revision 4's canary aborted, revision 2 stable, history kept
+  %s -n try-1 get rollout web      # revision 4's canary aborted, revision 2 stable, 3 kept in history
   %s -n try-1 retry rollout web    # the canary of revision 4 again: it pauses at 25%%
-  %s -n try-1 promote web          # revision 4 stable; revisionHistoryLimit 1 drops the oldest ReplicaSet, the GC its ConfigMap
-  %s -n try-1 undo web             # back to revision 2: the controller reuses its ReplicaSet, whose ConfigMap is still there
+  %s -n try-1 promote web          # revision 4 stable; revisionHistoryLimit 1: the oldest ReplicaSet goes, and the GC its ConfigMap
+  %s -n try-1 undo web             # back to revision 3: its ReplicaSet is reused and finds web-config-3 (promote again)
   %s status -n try-1               # every workload's revisions and their owners
 
 A canary of your own, and the old Job's exact form (a ConfigMap without the opt-in label):
