@@ -323,6 +323,15 @@ func (r *recorder) checkPod(ctx context.Context, p *corev1.Pod) {
 	}
 }
 
+// takeViolations returns the violations seen so far and forgets them.
+func (r *recorder) takeViolations() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	v := r.violations
+	r.violations = nil
+	return v
+}
+
 // podsChecked is how many Pods the guard has checked.
 func (r *recorder) podsChecked() int {
 	r.mu.Lock()
