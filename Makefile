@@ -17,7 +17,7 @@ help: ## list the targets
 build: ## build bin/configmap-attacher
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/configmap-attacher ./cmd/configmap-attacher
 
-tools: ## build every pinned real component into bin/ (first run: about half an hour on 2 cores; then skipped)
+tools: ## build every pinned real component into bin/ (first run: about 50 minutes on 2 cores; then skipped)
 	@hack/tools/build.sh
 
 tools-controlplane: ## build only what make run and make demo need: the control plane and its workloads (scheduler, kwok, Argo Rollouts)
