@@ -18,11 +18,11 @@ build: ## build bin/configmap-attacher (what ships) and bin/configmap-attacher-d
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/configmap-attacher ./cmd/configmap-attacher
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/configmap-attacher-dev ./cmd/configmap-attacher-dev
 
-tools: ## build the pinned etcd, kube-apiserver, kube-controller-manager and argo-events into bin/ (first run: minutes)
+tools: ## build every pinned real component into bin/ (first run: about 50 minutes on 2 cores; then skipped)
 	@hack/tools/build.sh
 
-tools-controlplane: ## build only etcd, kube-apiserver and kube-controller-manager (what make run and make demo need)
-	@hack/tools/build.sh etcd kube-apiserver kube-controller-manager
+tools-controlplane: ## build only what make run and make demo need: the control plane and its workloads (scheduler, kwok, Argo Rollouts)
+	@hack/tools/build.sh etcd kube-apiserver kube-controller-manager kube-scheduler kwok rollouts-controller kubectl-argo-rollouts
 
 test: tools lint ## run every test on the real local control plane (builds the tools first)
 	$(GO) test $(TEST_FLAGS) ./...

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the pinned real components into ./bin: etcd, kube-apiserver,
-# kube-controller-manager and the Argo Events binary. A binary already built at the
-# pinned version (recorded in bin/.<name>.version) is skipped. Usage: build.sh [NAME...]
+# kube-controller-manager, kube-scheduler, the Argo Events binary, the Argo Rollouts
+# controller and its kubectl plugin, and kwok. A binary already built at the pinned
+# version (recorded in bin/.<name>.version) is skipped. Usage: build.sh [NAME...]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bin="$root/bin"
@@ -40,19 +41,27 @@ kube_ldflags() {
 }
 
 want=("$@")
-[[ ${#want[@]} -eq 0 ]] && want=(etcd kube-apiserver kube-controller-manager argo-events)
+[[ ${#want[@]} -eq 0 ]] && want=(etcd kube-apiserver kube-controller-manager kube-scheduler argo-events \
+  rollouts-controller kubectl-argo-rollouts kwok)
 for name in "${want[@]}"; do
   case "$name" in
     etcd)
       v=$(version_of "$root/hack/tools/etcd" go.etcd.io/etcd/server/v3)
       build etcd "$root/hack/tools/etcd" . "$v" "-s -w" ;;
-    kube-apiserver|kube-controller-manager)
+    kube-apiserver|kube-controller-manager|kube-scheduler)
       v=$(version_of "$root/hack/tools/kube" k8s.io/kubernetes)
       build "$name" "$root/hack/tools/kube" "k8s.io/kubernetes/cmd/$name" "$v" "$(kube_ldflags "$v")" ;;
     argo-events)
       v=$(version_of "$root/hack/tools/argo" github.com/argoproj/argo-events)
       build argo-events "$root/hack/tools/argo" github.com/argoproj/argo-events/cmd "$v" \
         "-s -w -X github.com/argoproj/argo-events.version=$v" ;;
+    rollouts-controller|kubectl-argo-rollouts)
+      v=$(version_of "$root/hack/tools/rollouts" github.com/argoproj/argo-rollouts)
+      build "$name" "$root/hack/tools/rollouts" "github.com/argoproj/argo-rollouts/cmd/$name" "$v" \
+        "-s -w -X github.com/argoproj/argo-rollouts/utils/version.version=$v -X github.com/argoproj/argo-rollouts/utils/version.buildDate=1970-01-01T00:00:00Z" ;;
+    kwok)
+      v=$(version_of "$root/hack/tools/kwok" sigs.k8s.io/kwok)
+      build kwok "$root/hack/tools/kwok" sigs.k8s.io/kwok/cmd/kwok "$v" "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${v#v}" ;;
     *) echo "tools: unknown tool $name" >&2; exit 2 ;;
   esac
 done

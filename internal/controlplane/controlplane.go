@@ -4,7 +4,9 @@
 // namespace, service-account, Deployment and ReplicaSet controllers), each a process
 // built by `make tools` into ./bin, on free loopback ports in a temporary directory.
 // It then installs the Argo Rollouts and Argo Events CRDs read from the pinned modules'
-// own manifests (hack/tools/crds/go.mod) and writes a kubeconfig.
+// own manifests (hack/tools/crds/go.mod) and writes a kubeconfig. With
+// Options.Workloads it also runs what real Pods and canaries need: kube-scheduler, kwok
+// (one fake Node on which Pods turn Running and Ready) and the Argo Rollouts controller.
 //
 // Several control planes can run at once (every port and file is private to one).
 package controlplane
@@ -13,7 +15,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
 	"errors"
@@ -54,9 +55,14 @@ type Options struct {
 	SkipCRDs bool
 	// Controllers overrides kube-controller-manager's --controllers list.
 	Controllers []string
+	// Workloads also starts kube-scheduler, kwok with a fake Node and the Argo Rollouts
+	// controller (WorkloadBinaries), so that Rollouts and Deployments get real
+	// ReplicaSets and Ready Pods. Needs the CRDs (not SkipCRDs). Default off: tests that
+	// need no Pods start without them.
+	Workloads bool
 	// Logf receives progress lines; nil means silent.
 	Logf func(format string, args ...any)
-	// StartTimeout bounds the whole start; default 2 minutes.
+	// StartTimeout bounds the whole start; default 2 minutes (3 with Workloads).
 	StartTimeout time.Duration
 }
 
@@ -103,6 +109,12 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	}
 	if opts.StartTimeout == 0 {
 		opts.StartTimeout = 2 * time.Minute
+		if opts.Workloads {
+			opts.StartTimeout = 3 * time.Minute
+		}
+	}
+	if opts.Workloads && opts.SkipCRDs {
+		return nil, errors.New("controlplane: Workloads needs the CRDs (SkipCRDs is set)")
 	}
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
@@ -118,7 +130,11 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager"} {
+	need := []string{"etcd", "kube-apiserver", "kube-controller-manager"}
+	if opts.Workloads {
+		need = append(need, WorkloadBinaries...)
+	}
+	for _, b := range need {
 		if _, err := os.Stat(filepath.Join(cp.binDir, b)); err != nil {
 			return nil, fmt.Errorf("%w (%s not found in %s)", ErrMissingBinaries, b, cp.binDir)
 		}
@@ -161,11 +177,19 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	if err := cp.waitDefaultServiceAccount(ctx); err != nil {
 		return nil, err
 	}
+	if opts.Workloads {
+		if err := cp.startWorkloads(ctx); err != nil {
+			return nil, err
+		}
+	}
 	return cp, nil
 }
 
 // Dir is the control plane's working directory.
 func (cp *ControlPlane) Dir() string { return cp.dir }
+
+// BinDir is the folder the control plane's binaries come from (make tools' ./bin).
+func (cp *ControlPlane) BinDir() string { return cp.binDir }
 
 // Name is the cluster and context name written in the kubeconfig.
 func (cp *ControlPlane) Name() string { return cp.opts.Name }
@@ -365,6 +389,9 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context) error {
 		"--profiling=false",
 		"--v=0",
 	}
+	if cp.opts.Workloads {
+		cp.apiserverArgs = append(cp.apiserverArgs, workloadAPIServerArgs...)
+	}
 	if err := cp.run("kube-apiserver", cp.apiserverArgs); err != nil {
 		return err
 	}
@@ -420,18 +447,7 @@ func (cp *ControlPlane) startControllerManager(ctx context.Context) error {
 	if err := cp.run("kube-controller-manager", args); err != nil {
 		return err
 	}
-	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // local self-signed health endpoint
-	return cp.poll(ctx, "kube-controller-manager", func() error {
-		resp, err := client.Get(fmt.Sprintf("https://127.0.0.1:%d/healthz", port))
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("/healthz: %d", resp.StatusCode)
-		}
-		return nil
-	})
+	return cp.waitHealthz(ctx, "kube-controller-manager", fmt.Sprintf("https://127.0.0.1:%d/healthz", port))
 }
 
 func (cp *ControlPlane) writeKubeconfig(user, token, path string) error {
@@ -444,8 +460,9 @@ func (cp *ControlPlane) writeKubeconfig(user, token, path string) error {
 	return clientcmd.WriteToFile(*cfg, path)
 }
 
-// run starts a binary from the bin directory with its output in <dir>/<name>.log.
-func (cp *ControlPlane) run(name string, args []string) error {
+// run starts a binary from the bin directory with its output in <dir>/<name>.log and
+// env (KEY=VALUE) added to this process's environment.
+func (cp *ControlPlane) run(name string, args []string, env ...string) error {
 	logPath := filepath.Join(cp.dir, name+".log")
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
@@ -454,6 +471,9 @@ func (cp *ControlPlane) run(name string, args []string) error {
 	cmd := exec.Command(filepath.Join(cp.binDir, name), args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.Dir = cp.dir
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	// Own process group, and killed if the test process dies, so nothing outlives a run.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

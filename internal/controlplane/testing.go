@@ -16,16 +16,23 @@ import (
 // says to run `make tools` (make test builds them first, so CI never skips).
 //
 // Use it as: func TestMain(m *testing.M) { os.Exit(controlplane.TestMain(m, &cp)) }
-func TestMain(m *testing.M, cp **ControlPlane) int {
+func TestMain(m *testing.M, cp **ControlPlane) int { return TestMainWith(m, cp, Options{}) }
+
+// TestMainWith is TestMain with Options (for example Workloads); a nil opts.Logf prints
+// progress with -v.
+func TestMainWith(m *testing.M, cp **ControlPlane, opts Options) int {
 	flag.Parse()
 	if testing.Short() {
 		return m.Run()
 	}
-	started, err := Start(context.Background(), Options{Logf: func(f string, a ...any) {
-		if testing.Verbose() {
-			fmt.Fprintf(os.Stderr, f+"\n", a...)
+	if opts.Logf == nil {
+		opts.Logf = func(f string, a ...any) {
+			if testing.Verbose() {
+				fmt.Fprintf(os.Stderr, f+"\n", a...)
+			}
 		}
-	}})
+	}
+	started, err := Start(context.Background(), opts)
 	if err != nil {
 		if errors.Is(err, ErrMissingBinaries) {
 			fmt.Fprintln(os.Stderr, "FAIL: the local control plane's binaries are missing: run `make tools` (make test does it for you)")

@@ -1,7 +1,10 @@
-// Package demo is the scripted canary behind `make demo`: on a running cluster with the
-// service attached to it, it plays a Rollout's canary from config revision 1 to
-// revision 2 and prints a readable timeline of what the service and the garbage
-// collector did. Every step checks what it claims; Run fails at the first that does not hold.
+// Package demo is the scripted canary behind `make demo`: on a cluster where the real
+// Argo Rollouts controller, a scheduler and a node agent run (the embedded default does)
+// and the service is attaching revisions, it plays a Rollout's life from config
+// revision 1 to an aborted canary and prints a readable timeline of what the Rollouts
+// controller, the service and Kubernetes' garbage collector did. The demo only does
+// what a user does (create ConfigMaps, edit the Rollout, promote, abort, undo, delete a
+// Pod); every step checks what it claims, and Run fails at the first that does not hold.
 package demo
 
 import (
@@ -15,21 +18,33 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/configmap-attacher/configmap-attacher/internal/argorollouts"
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 )
 
 // Options configure Run.
 type Options struct {
-	// Namespace the demo creates and plays in; default "demo".
+	// Namespace the demo creates and plays in; default "demo". A namespace left by an
+	// earlier run (it carries the label demo.configmap-attacher.io/owner) is deleted and
+	// created again; any other existing namespace is refused.
 	Namespace string
-	// StepTimeout bounds the wait of each step; default 60 s.
+	// StepTimeout bounds the wait of each step; default 90 s.
 	StepTimeout time.Duration
 }
+
+// The Rollout the demo plays.
+const (
+	rolloutName  = "web"
+	replicas     = 4
+	canaryWeight = 25
+	historyLimit = 1
+	// ownerLabel marks the namespace as the demo's, so a second run may replace it.
+	ownerLabel = "demo.configmap-attacher.io/owner"
+)
 
 type player struct {
 	kc      kubernetes.Interface
@@ -67,16 +82,14 @@ func (p *player) wait(ctx context.Context, what string, cond func() error) error
 	}
 }
 
-// Run plays the canary in a new namespace of the cluster kc and dc reach, where the
-// service (any ingress path) is attaching revisions and kube-controller-manager's
-// garbage collector runs. It writes the timeline to out and returns nil only if every
-// step held.
+// Run plays the canary in a new namespace of the cluster kc and dc reach. It writes the
+// timeline to out and returns nil only if every step held.
 func Run(ctx context.Context, kc kubernetes.Interface, dc dynamic.Interface, out io.Writer, opts Options) error {
 	if opts.Namespace == "" {
 		opts.Namespace = "demo"
 	}
 	if opts.StepTimeout == 0 {
-		opts.StepTimeout = 60 * time.Second
+		opts.StepTimeout = 90 * time.Second
 	}
 	p := &player{kc: kc, dc: dc, out: out, ns: opts.Namespace, start: time.Now(), timeout: opts.StepTimeout}
 	err := p.play(ctx)
@@ -89,167 +102,384 @@ func Run(ctx context.Context, kc kubernetes.Interface, dc dynamic.Interface, out
 }
 
 func (p *player) play(ctx context.Context) error {
-	ns := p.ns
-	if _, err := p.kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("creating namespace %s: %w", ns, err)
-	}
-	p.say("namespace %s: a canary Rollout %q moves from config revision 1 to revision 2", ns, "web")
-
-	// Revision 1.
-	if err := p.revision(ctx, "web-config-1", "color: blue"); err != nil {
+	if err := p.freshNamespace(ctx); err != nil {
 		return err
+	}
+	p.say("namespace %s: Rollout %q, %d replicas, canary steps setWeight %d then pause, revisionHistoryLimit %d",
+		p.ns, rolloutName, replicas, canaryWeight, historyLimit)
+	rs1, err := p.revision1(ctx)
+	if err != nil {
+		return err
+	}
+	rs2, err := p.canary(ctx, rs1)
+	if err != nil {
+		return err
+	}
+	if err := p.spotReplacement(ctx, rs1); err != nil {
+		return err
+	}
+	if err := p.promote(ctx, rs2, rs1); err != nil {
+		return err
+	}
+	if err := p.revision3(ctx, rs1, rs2); err != nil {
+		return err
+	}
+	if err := p.undo(ctx, rs2); err != nil {
+		return err
+	}
+	if err := p.abort(ctx, rs2); err != nil {
+		return err
+	}
+	return p.consistent(ctx)
+}
+
+// freshNamespace creates the demo's namespace, replacing one an earlier run left.
+func (p *player) freshNamespace(ctx context.Context) error {
+	nsc := p.kc.CoreV1().Namespaces()
+	old, err := nsc.Get(ctx, p.ns, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return fmt.Errorf("namespace %s: %w", p.ns, err)
+	case old.Labels[ownerLabel] != "demo":
+		return fmt.Errorf("namespace %s exists and is not the demo's (no label %s): choose another with --namespace", p.ns, ownerLabel)
+	default:
+		p.say("deleting namespace %s left by an earlier run...", p.ns)
+		if err := nsc.Delete(ctx, p.ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting namespace %s: %w", p.ns, err)
+		}
+		if err := p.wait(ctx, "namespace "+p.ns+" deleted", func() error {
+			if _, err := nsc.Get(ctx, p.ns, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("namespace %s still there (err %v)", p.ns, err)
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: p.ns, Labels: map[string]string{ownerLabel: "demo"}}}
+	if _, err := nsc.Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating namespace %s: %w", p.ns, err)
+	}
+	return p.wait(ctx, "the namespace's default ServiceAccount", func() error {
+		_, err := p.kc.CoreV1().ServiceAccounts(p.ns).Get(ctx, "default", metav1.GetOptions{})
+		return err
+	})
+}
+
+// revision1: the Rollout starts on web-config-1 and becomes Healthy.
+func (p *player) revision1(ctx context.Context) (*appsv1.ReplicaSet, error) {
+	if err := p.configMap(ctx, "web-config-1", "color: blue"); err != nil {
+		return nil, err
 	}
 	p.say("created ConfigMap web-config-1 (label %s=true)", core.LabelRevision)
-	ro, err := p.dc.Resource(core.RolloutGVR).Namespace(ns).Create(ctx, rollout("web-config-1"), metav1.CreateOptions{})
+	ro, err := rollout("web-config-1")
 	if err != nil {
-		return fmt.Errorf("creating Rollout: %w", err)
+		return nil, err
 	}
-	p.say("created Rollout web (canary) using web-config-1")
-	rs1, err := p.replicaSet(ctx, ro, "6d5f8b7c9", "web-config-1", 2)
+	if _, err := p.dc.Resource(core.RolloutGVR).Namespace(p.ns).Create(ctx, ro, metav1.CreateOptions{}); err != nil {
+		return nil, fmt.Errorf("creating Rollout: %w", err)
+	}
+	p.say("created Rollout %s using web-config-1", rolloutName)
+	rs1, err := p.waitHealthy(ctx, "web-config-1")
 	if err != nil {
-		return err
+		return nil, err
 	}
-	p.say("ReplicaSet %s (revision 1) appears (created by the demo: the embedded default runs no Rollouts controller)", rs1.Name)
-	if err := p.wait(ctx, "web-config-1 owned by "+rs1.Name, func() error { return p.ownedBy("web-config-1", rs1.UID) }); err != nil {
-		return err
+	p.ok("revision 1 is stable: the Rollouts controller created ReplicaSet %s, %d/%d Pods Running and Ready (kwok)", rs1.Name, replicas, replicas)
+	if err := p.waitOwned(ctx, "web-config-1", rs1); err != nil {
+		return nil, err
 	}
 	p.ok("configmap-attacher made ReplicaSet %s an owner of web-config-1", rs1.Name)
+	return rs1, nil
+}
 
-	// Revision 2 arrives: a new ConfigMap name and a new ReplicaSet, side by side with the old.
-	if err := p.revision(ctx, "web-config-2", "color: green"); err != nil {
-		return err
+// canary: revision 2 arrives; the controller pauses the canary at its weight.
+func (p *player) canary(ctx context.Context, rs1 *appsv1.ReplicaSet) (*appsv1.ReplicaSet, error) {
+	if err := p.laterSecond(ctx, rs1); err != nil {
+		return nil, err
 	}
-	p.say("config change: created ConfigMap web-config-2; the canary starts")
-	rs2, err := p.replicaSet(ctx, ro, "58c7d9f4b", "web-config-2", 1)
+	if err := p.configMap(ctx, "web-config-2", "color: green"); err != nil {
+		return nil, err
+	}
+	if err := argorollouts.SetTemplate(ctx, p.dc, p.ns, rolloutName, podTemplate("web-config-2")); err != nil {
+		return nil, err
+	}
+	p.say("config change: created ConfigMap web-config-2 and pointed the Rollout's template at it")
+	rs2, err := p.waitPaused(ctx, "web-config-2", rs1)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	p.say("the canary ReplicaSet %s (revision 2) appears next to %s", rs2.Name, rs1.Name)
-	if err := p.wait(ctx, "web-config-2 owned by "+rs2.Name, func() error { return p.ownedBy("web-config-2", rs2.UID) }); err != nil {
-		return err
+	p.ok("revision 2 is a canary paused at %d%%: ReplicaSet %s has %d Ready Pod(s), %s keeps the rest",
+		canaryWeight, rs2.Name, *rs2.Spec.Replicas, rs1.Name)
+	if err := p.waitOwned(ctx, "web-config-2", rs2); err != nil {
+		return nil, err
 	}
 	p.ok("configmap-attacher made ReplicaSet %s an owner of web-config-2", rs2.Name)
-	if err := p.ownedBy("web-config-1", rs1.UID); err != nil {
-		return fmt.Errorf("step failed: revision 1 kept its owner: %w", err)
+	if err := p.owned("web-config-1", rs1); err != nil {
+		return nil, fmt.Errorf("step failed: revision 1 kept its owner: %w", err)
 	}
 	p.ok("web-config-1 still owned by %s: both revisions live side by side", rs1.Name)
+	return rs2, nil
+}
 
-	// A pod of the old ReplicaSet is replaced (spot reclaim, OOM, node drain).
-	if err := p.wait(ctx, "the namespace's default ServiceAccount", func() error {
-		_, err := p.kc.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
+// spotReplacement deletes a Pod of the stable ReplicaSet; its replacement finds revision 1.
+func (p *player) spotReplacement(ctx context.Context, rs1 *appsv1.ReplicaSet) error {
+	pods, err := p.podsOf(ctx, rs1)
+	if err != nil || len(pods) == 0 {
+		return fmt.Errorf("step failed: Pods of %s: %d (err %v)", rs1.Name, len(pods), err)
+	}
+	victim := pods[0]
+	before := map[types.UID]bool{}
+	for _, pod := range pods {
+		before[pod.UID] = true
+	}
+	if err := p.kc.CoreV1().Pods(p.ns).Delete(ctx, victim.Name, metav1.DeleteOptions{}); err != nil {
+		return fmt.Errorf("deleting Pod %s: %w", victim.Name, err)
+	}
+	p.say("spot reclaim: Pod %s of the stable ReplicaSet %s is deleted", victim.Name, rs1.Name)
+	var replacement corev1.Pod
+	if err := p.wait(ctx, "a Ready replacement Pod of "+rs1.Name, func() error {
+		pods, err := p.podsOf(ctx, rs1)
+		if err != nil {
+			return err
+		}
+		for _, pod := range pods {
+			if !before[pod.UID] && argorollouts.PodReady(&pod) {
+				replacement = pod
+				return nil
+			}
+		}
+		return fmt.Errorf("no new Ready Pod among %d", len(pods))
+	}); err != nil {
+		return err
+	}
+	if !argorollouts.UsesConfigMap(replacement.Spec, "web-config-1") {
+		return fmt.Errorf("step failed: replacement %s does not use web-config-1: %v", replacement.Name, argorollouts.ConfigMapsOf(replacement.Spec))
+	}
+	if _, err := p.kc.CoreV1().ConfigMaps(p.ns).Get(ctx, "web-config-1", metav1.GetOptions{}); err != nil {
+		return fmt.Errorf("step failed: the replacement Pod's ConfigMap web-config-1: %w", err)
+	}
+	p.ok("replacement %s is Running and Ready, and its ConfigMap web-config-1 is there (no CreateContainerConfigError)", replacement.Name)
+	return nil
+}
+
+// promote resumes the canary; revision 2 becomes stable; revision 1 stays in history.
+func (p *player) promote(ctx context.Context, rs2, rs1 *appsv1.ReplicaSet) error {
+	if err := argorollouts.Promote(ctx, p.dc, p.ns, rolloutName); err != nil {
+		return err
+	}
+	p.say("promote (what `kubectl argo rollouts promote %s` does)", rolloutName)
+	if _, err := p.waitHealthy(ctx, "web-config-2"); err != nil {
+		return err
+	}
+	p.ok("revision 2 is stable: %s has %d Ready Pods; %s is scaled to 0 and kept in history", rs2.Name, replicas, rs1.Name)
+	if err := p.owned("web-config-1", rs1); err != nil {
+		return fmt.Errorf("step failed: revision 1 kept while its ReplicaSet is in history: %w", err)
+	}
+	p.ok("web-config-1 is kept: %s may still be rolled back to", rs1.Name)
+	return nil
+}
+
+// revision3: a third revision pushes the first ReplicaSet out of revisionHistoryLimit;
+// the controller deletes it and the garbage collector deletes revision 1, nothing else.
+func (p *player) revision3(ctx context.Context, rs1, rs2 *appsv1.ReplicaSet) error {
+	if err := p.configMap(ctx, "web-config-3", "color: red"); err != nil {
+		return err
+	}
+	if err := argorollouts.SetTemplate(ctx, p.dc, p.ns, rolloutName, podTemplate("web-config-3")); err != nil {
+		return err
+	}
+	p.say("config change: web-config-3")
+	rs3, err := p.waitPaused(ctx, "web-config-3", rs2)
+	if err != nil {
+		return err
+	}
+	if err := p.waitOwned(ctx, "web-config-3", rs3); err != nil {
+		return err
+	}
+	p.ok("revision 3's canary %s is paused at %d%%, owner of web-config-3", rs3.Name, canaryWeight)
+	if err := argorollouts.Promote(ctx, p.dc, p.ns, rolloutName); err != nil {
+		return err
+	}
+	p.say("promote")
+	if _, err := p.waitHealthy(ctx, "web-config-3"); err != nil {
+		return err
+	}
+	p.ok("revision 3 is stable")
+	if err := p.waitGone(ctx, "ReplicaSet", rs1.Name, func() error {
+		_, err := p.kc.AppsV1().ReplicaSets(p.ns).Get(ctx, rs1.Name, metav1.GetOptions{})
 		return err
 	}); err != nil {
 		return err
 	}
-	pod, err := p.kc.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: rs1.Name + "-", Labels: rs1.Spec.Template.Labels,
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs1.Name, UID: rs1.UID, Controller: ptr(true)}}},
-		Spec: rs1.Spec.Template.Spec,
-	}, metav1.CreateOptions{})
-	if err != nil {
-		return fmt.Errorf("creating replacement pod: %w", err)
-	}
-	p.say("a pod of the old ReplicaSet is replaced: %s", pod.Name)
-	if _, err := p.kc.CoreV1().ConfigMaps(ns).Get(ctx, "web-config-1", metav1.GetOptions{}); err != nil {
-		return fmt.Errorf("step failed: the replacement pod's ConfigMap web-config-1: %w", err)
-	}
-	p.ok("web-config-1 still exists for the replacement pod to mount (no CreateContainerConfigError)")
-
-	// The canary is promoted; the old ReplicaSet is removed.
-	if err := p.kc.AppsV1().ReplicaSets(ns).Delete(ctx, rs1.Name, metav1.DeleteOptions{PropagationPolicy: ptr(metav1.DeletePropagationBackground)}); err != nil {
-		return fmt.Errorf("deleting %s: %w", rs1.Name, err)
-	}
-	p.say("promotion: the old ReplicaSet %s is removed", rs1.Name)
-	if err := p.wait(ctx, "the garbage collector to delete web-config-1", func() error {
-		_, err := p.kc.CoreV1().ConfigMaps(ns).Get(ctx, "web-config-1", metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return errors.New("web-config-1 still exists")
+	p.ok("revisionHistoryLimit %d: the Rollouts controller deleted ReplicaSet %s", historyLimit, rs1.Name)
+	if err := p.waitGone(ctx, "ConfigMap", "web-config-1", func() error {
+		_, err := p.kc.CoreV1().ConfigMaps(p.ns).Get(ctx, "web-config-1", metav1.GetOptions{})
+		return err
 	}); err != nil {
 		return err
 	}
-	p.ok("Kubernetes' garbage collector deleted web-config-1: nothing uses it any more")
-	if err := p.ownedBy("web-config-2", rs2.UID); err != nil {
-		return fmt.Errorf("step failed: revision 2 survives: %w", err)
+	p.ok("Kubernetes' garbage collector deleted web-config-1: its last owner is gone")
+	for _, keep := range []struct {
+		cm string
+		rs *appsv1.ReplicaSet
+	}{{"web-config-2", rs2}, {"web-config-3", rs3}} {
+		if err := p.owned(keep.cm, keep.rs); err != nil {
+			return fmt.Errorf("step failed: %s survives: %w", keep.cm, err)
+		}
 	}
-	p.ok("web-config-2 is alive and owned by %s", rs2.Name)
+	p.ok("web-config-2 (%s, in history) and web-config-3 (%s, stable) are alive", rs2.Name, rs3.Name)
 	return nil
 }
 
-func (p *player) revision(ctx context.Context, name, data string) error {
-	_, err := p.kc.CoreV1().ConfigMaps(p.ns).Create(ctx, &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{core.LabelRevision: "true", core.LabelFamily: "web-config"}},
-		Data:       map[string]string{"config.yaml": data},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		return fmt.Errorf("creating ConfigMap %s: %w", name, err)
+// undo rolls back to revision 2: the controller reuses its ReplicaSet, which finds its config.
+func (p *player) undo(ctx context.Context, rs2 *appsv1.ReplicaSet) error {
+	if err := argorollouts.Undo(ctx, p.dc, rs2, rolloutName); err != nil {
+		return err
 	}
-	return nil
-}
-
-func (p *player) replicaSet(ctx context.Context, ro *unstructured.Unstructured, hash, configMap string, replicas int32) (*appsv1.ReplicaSet, error) {
-	labels := map[string]string{"app": "web", core.RolloutHashLabel: hash}
-	// Zero replicas in the API: the demo cluster has no nodes; the replica count is narrated.
-	rs, err := p.kc.AppsV1().ReplicaSets(p.ns).Create(ctx, &appsv1.ReplicaSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "web-" + hash, Labels: labels,
-			Annotations: map[string]string{"rollout.argoproj.io/desired-replicas": fmt.Sprint(replicas)},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "Rollout", Name: ro.GetName(),
-				UID: ro.GetUID(), Controller: ptr(true), BlockOwnerDeletion: ptr(true)}}},
-		Spec: appsv1.ReplicaSetSpec{Replicas: ptr(int32(0)), Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: podTemplate(labels, configMap)},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("creating ReplicaSet: %w", err)
+	p.say("undo to revision 2 (what `kubectl argo rollouts undo %s` does: the template of %s back in the Rollout)", rolloutName, rs2.Name)
+	if err := p.wait(ctx, "the undo's canary to pause or finish", func() error {
+		ro, err := argorollouts.Get(ctx, p.dc, p.ns, rolloutName)
+		if err != nil {
+			return err
+		}
+		if st := argorollouts.StatusOf(ro); !st.Observed || st.CurrentPodHash != argorollouts.Hash(rs2) || !(st.Paused || st.Healthy()) {
+			return fmt.Errorf("rollout %s", st)
+		}
+		return nil
+	}); err != nil {
+		return err
 	}
-	return rs, nil
-}
-
-func (p *player) ownedBy(name string, uid types.UID) error {
-	cm, err := p.kc.CoreV1().ConfigMaps(p.ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err := argorollouts.Promote(ctx, p.dc, p.ns, rolloutName); err != nil {
+		return err
+	}
+	back, err := p.waitHealthy(ctx, "web-config-2")
 	if err != nil {
 		return err
 	}
-	for _, o := range cm.OwnerReferences {
-		if o.UID == uid {
-			return nil
+	if back.UID != rs2.UID {
+		return fmt.Errorf("step failed: the controller made a new ReplicaSet %s (%s) instead of reusing %s (%s)", back.Name, back.UID, rs2.Name, rs2.UID)
+	}
+	p.ok("the controller reused ReplicaSet %s: %d Ready Pods on revision 2 again", rs2.Name, replicas)
+	if err := p.owned("web-config-2", rs2); err != nil {
+		return fmt.Errorf("step failed: revision 2 found after the undo: %w", err)
+	}
+	p.ok("web-config-2 was there all along, still owned by %s", rs2.Name)
+	return nil
+}
+
+// abort starts a canary of revision 4 and aborts it: the stable ReplicaSet keeps its config.
+func (p *player) abort(ctx context.Context, stable *appsv1.ReplicaSet) error {
+	if err := p.configMap(ctx, "web-config-4", "color: purple"); err != nil {
+		return err
+	}
+	if err := argorollouts.SetTemplate(ctx, p.dc, p.ns, rolloutName, podTemplate("web-config-4")); err != nil {
+		return err
+	}
+	p.say("config change: web-config-4")
+	rs4, err := p.waitPaused(ctx, "web-config-4", stable)
+	if err != nil {
+		return err
+	}
+	if err := p.waitOwned(ctx, "web-config-4", rs4); err != nil {
+		return err
+	}
+	p.ok("revision 4's canary %s is paused at %d%%, owner of web-config-4", rs4.Name, canaryWeight)
+	if err := argorollouts.Abort(ctx, p.dc, p.ns, rolloutName); err != nil {
+		return err
+	}
+	p.say("abort (what `kubectl argo rollouts abort %s` does)", rolloutName)
+	if err := p.wait(ctx, "the abort to scale the canary down and the stable back up", func() error {
+		return p.aborted(ctx, rs4, stable)
+	}); err != nil {
+		return err
+	}
+	p.ok("aborted: %s is scaled to 0, the stable %s has %d Ready Pods", rs4.Name, stable.Name, replicas)
+	if err := p.owned("web-config-2", stable); err != nil {
+		return fmt.Errorf("step failed: the stable keeps its config: %w", err)
+	}
+	p.ok("the stable's web-config-2 is intact; web-config-4 stays with %s until it leaves history", rs4.Name)
+	return nil
+}
+
+func (p *player) aborted(ctx context.Context, canary, stable *appsv1.ReplicaSet) error {
+	ro, err := argorollouts.Get(ctx, p.dc, p.ns, rolloutName)
+	if err != nil {
+		return err
+	}
+	if st := argorollouts.StatusOf(ro); !st.Aborted {
+		return fmt.Errorf("rollout %s", st)
+	}
+	c, err := p.kc.AppsV1().ReplicaSets(p.ns).Get(ctx, canary.Name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if *c.Spec.Replicas != 0 || c.Status.Replicas != 0 {
+		return fmt.Errorf("canary %s still has %d/%d replicas", c.Name, c.Status.Replicas, *c.Spec.Replicas)
+	}
+	s, err := p.kc.AppsV1().ReplicaSets(p.ns).Get(ctx, stable.Name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if s.Status.ReadyReplicas != replicas {
+		return fmt.Errorf("stable %s has %d Ready replicas", s.Name, s.Status.ReadyReplicas)
+	}
+	return nil
+}
+
+// consistent checks what the demo leaves: every ConfigMap the Rollout or one of its
+// ReplicaSets names exists, and every revision left is owned by a live ReplicaSet.
+func (p *player) consistent(ctx context.Context) error {
+	ro, err := argorollouts.Get(ctx, p.dc, p.ns, rolloutName)
+	if err != nil {
+		return err
+	}
+	names, err := templateConfigMaps(ro)
+	if err != nil {
+		return err
+	}
+	rss, err := p.kc.AppsV1().ReplicaSets(p.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	live := map[string]bool{}
+	for _, rs := range rss.Items {
+		live[string(rs.UID)] = true
+		names = append(names, argorollouts.ConfigMapsOf(rs.Spec.Template.Spec)...)
+	}
+	for _, n := range names {
+		if _, err := p.kc.CoreV1().ConfigMaps(p.ns).Get(ctx, n, metav1.GetOptions{}); err != nil {
+			return fmt.Errorf("step failed: ConfigMap %s (used by the Rollout or a ReplicaSet): %w", n, err)
 		}
 	}
-	return fmt.Errorf("%s has owners %v", name, cm.OwnerReferences)
-}
-
-func podTemplate(labels map[string]string, configMap string) corev1.PodTemplateSpec {
-	return corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Labels: labels},
-		Spec: corev1.PodSpec{
-			Containers: []corev1.Container{{Name: "web", Image: "nginx:1.27",
-				VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: "/etc/web"}}}},
-			Volumes: []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-				LocalObjectReference: corev1.LocalObjectReference{Name: configMap}}}}},
-		},
+	cms, err := p.kc.CoreV1().ConfigMaps(p.ns).List(ctx, metav1.ListOptions{LabelSelector: core.LabelRevision + "=true"})
+	if err != nil {
+		return err
 	}
+	for _, cm := range cms.Items {
+		owned := false
+		for _, o := range cm.OwnerReferences {
+			owned = owned || live[string(o.UID)]
+		}
+		if !owned {
+			return fmt.Errorf("step failed: revision %s has no live owner: %v", cm.Name, cm.OwnerReferences)
+		}
+	}
+	p.ok("consistent: %d ReplicaSets, %d revisions, each owned by a live ReplicaSet; nothing used is missing", len(rss.Items), len(cms.Items))
+	return nil
 }
 
-func rollout(configMap string) *unstructured.Unstructured {
-	tmpl := podTemplate(map[string]string{"app": "web"}, configMap)
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
-		"metadata": map[string]any{"name": "web"},
-		"spec": map[string]any{
-			"replicas": int64(2),
-			"selector": map[string]any{"matchLabels": map[string]any{"app": "web"}},
-			"template": map[string]any{
-				"metadata": map[string]any{"labels": map[string]any{"app": "web"}},
-				"spec": map[string]any{
-					"containers": []any{map[string]any{"name": "web", "image": tmpl.Spec.Containers[0].Image,
-						"volumeMounts": []any{map[string]any{"name": "config", "mountPath": "/etc/web"}}}},
-					"volumes": []any{map[string]any{"name": "config", "configMap": map[string]any{"name": configMap}}},
-				},
-			},
-			"strategy": map[string]any{"canary": map[string]any{"steps": []any{
-				map[string]any{"setWeight": int64(50)}, map[string]any{"pause": map[string]any{}}}}},
-		},
-	}}
-}
+var errNotGone = errors.New("still there")
 
-func ptr[T any](v T) *T { return &v }
+// laterSecond waits until the clock is past the second rs was created in. The Rollouts
+// controller drops the oldest ReplicaSets beyond revisionHistoryLimit by creation time,
+// which has a resolution of one second (ties go by name); a person's edits are never
+// that close, the demo's are.
+func (p *player) laterSecond(ctx context.Context, rs *appsv1.ReplicaSet) error {
+	return p.wait(ctx, "a creation time after "+rs.Name+"'s", func() error {
+		if time.Now().Unix() <= rs.CreationTimestamp.Unix() {
+			return fmt.Errorf("still the second %s was created in", rs.Name)
+		}
+		return nil
+	})
+}

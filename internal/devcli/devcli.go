@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/rest"
@@ -36,11 +37,12 @@ func newDevCommand(s *cli.Streams) *cobra.Command {
 		Use:   "dev",
 		Short: "Run the service on the embedded default: a local control plane, NATS JetStream and every ingress path (make run)",
 		Long: `dev starts a real local Kubernetes control plane (etcd, kube-apiserver,
-kube-controller-manager with its garbage collector, built by make tools into ./bin), an
-embedded NATS JetStream server as the EventBus, and the service with every ingress path
-live: the gRPC custom trigger, the HTTP receiver, the EventBus subscription (fed with
-ReplicaSet ADD events in the Argo Events format) and the built-in watcher. Ctrl-C stops
-everything and removes the temporary files.`,
+kube-controller-manager with its garbage collector, kube-scheduler, kwok with one fake
+Node on which Pods turn Running and Ready, and the Argo Rollouts controller, all built by
+make tools into ./bin), an embedded NATS JetStream server as the EventBus, and the service
+with every ingress path live: the gRPC custom trigger, the HTTP receiver, the EventBus
+subscription (fed with ReplicaSet ADD events in the Argo Events format) and the built-in
+watcher. Ctrl-C stops everything and removes the temporary files.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.Run(cmd.Context(), s) },
 	}
@@ -63,14 +65,40 @@ func (o *DevOptions) Run(ctx context.Context, s *cli.Streams) error {
 	if err != nil {
 		return err
 	}
+	self := selfPath()
+	// The plugin is built next to this binary (make tools); keep self's "./" prefix.
+	plugin := strings.TrimSuffix(self, filepath.Base(self)) + "kubectl-argo-rollouts"
+	example := filepath.Join(env.CP.Dir(), "app-rollout.yaml")
+	if err := os.WriteFile(example, []byte(exampleRollout), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(s.Out, tryIt, env.CP.Kubeconfig(), env.Server.GRPCAddr(), env.Server.HTTPAddr(), env.NATS.ClientURL(),
+		devenv.EventSourceName, devenv.EventName, env.NATS.CAFile(),
+		env.CP.Kubeconfig(), self, plugin, plugin, plugin, plugin, self,
+		example, plugin, self, self, plugin, plugin, env.Server.HTTPAddr())
+	err = env.Run(ctx)
+	fmt.Fprintln(s.Err, "stopped; temporary files removed")
+	return err
+}
+
+// selfPath is this binary's path, relative to the working directory when shorter
+// (./bin/configmap-attacher under make run).
+func selfPath() string {
 	self, _ := os.Executable()
 	if self == "" {
-		self = "configmap-attacher"
-	} else if rel, err := filepath.Rel(mustGetwd(), self); err == nil && len(rel) < len(self) {
-		self = "./" + rel
+		return "configmap-attacher"
 	}
-	fmt.Fprintf(s.Out, `
-configmap-attacher is running on the embedded default.
+	wd, _ := os.Getwd()
+	if rel, err := filepath.Rel(wd, self); err == nil && len(rel) < len(self) {
+		return "./" + rel
+	}
+	return self
+}
+
+// tryIt is what `make run` prints once everything is up.
+const tryIt = `
+configmap-attacher is running on the embedded default: a local control plane with the real
+Argo Rollouts controller, kube-scheduler and kwok (one fake Node: Pods turn Running and Ready).
 
   kubeconfig   %s
   gRPC trigger %s   (Argo Events custom trigger: serverURL)
@@ -79,22 +107,59 @@ configmap-attacher is running on the embedded default.
 
 Try it from another terminal:
   export KUBECONFIG=%s
-  %s demo --kubeconfig $KUBECONFIG --namespace try-1   # a canary against this service, as a timeline
-  %s status -A                                          # every workload's revisions
+  %s demo --kubeconfig $KUBECONFIG --namespace try-1   # the whole canary as a timeline; leaves Rollout web
+  %s -n try-1 get rollout web      # revision 4's canary aborted, revision 2 stable, 3 kept in history
+  %s -n try-1 retry rollout web    # the canary of revision 4 again: it pauses at 25%%
+  %s -n try-1 promote web          # revision 4 stable; revisionHistoryLimit 1: the oldest ReplicaSet goes, and the GC its ConfigMap
+  %s -n try-1 undo web             # back to revision 3: its ReplicaSet is reused and finds web-config-3 (promote again)
+  %s status -n try-1               # every workload's revisions and their owners
+
+A canary of your own, and the old Job's exact form (a ConfigMap without the opt-in label):
+  kubectl create namespace try-2
+  kubectl -n try-2 create configmap app-config-1 --from-literal=color=blue
+  kubectl -n try-2 apply -f %s   # Rollout app on app-config-1
+  %s -n try-2 get rollout app --watch   # Ctrl-C once Healthy
+  %s -rollout app -namespace try-2 -configmaps app-config-1
+  kubectl -n try-2 create configmap app-config-2 --from-literal=color=green
+  kubectl -n try-2 patch rollout app --type=json -p '[{"op":"replace","path":"/spec/template/spec/volumes/0/configMap/name","value":"app-config-2"}]'
+  %s -rollout app -namespace try-2 -configmaps app-config-2   # waits for the canary's ReplicaSet, attaches to it alone
+  %s -n try-2 abort app            # the stable ReplicaSet keeps app-config-1
+  %s -n try-2 get rollout app
   curl -s http://%s/readyz; echo
 
 Ctrl-C stops everything.
-`, env.CP.Kubeconfig(), env.Server.GRPCAddr(), env.Server.HTTPAddr(), env.NATS.ClientURL(), devenv.EventSourceName, devenv.EventName,
-		env.NATS.CAFile(), env.CP.Kubeconfig(), self, self, env.Server.HTTPAddr())
-	err = env.Run(ctx)
-	fmt.Fprintln(s.Err, "stopped; temporary files removed")
-	return err
-}
+`
 
-func mustGetwd() string {
-	wd, _ := os.Getwd()
-	return wd
-}
+// exampleRollout is the Rollout the "Try it" block applies: 4 replicas, canary 25% then
+// a pause, on app-config-1.
+const exampleRollout = `apiVersion: argoproj.io/v1alpha1
+kind: Rollout
+metadata:
+  name: app
+spec:
+  replicas: 4
+  revisionHistoryLimit: 2
+  selector:
+    matchLabels: {app: app}
+  strategy:
+    canary:
+      steps:
+        - setWeight: 25
+        - pause: {}
+  template:
+    metadata:
+      labels: {app: app}
+    spec:
+      automountServiceAccountToken: false
+      terminationGracePeriodSeconds: 0
+      containers:
+        - name: app
+          image: nginx:1.27
+          volumeMounts: [{name: config, mountPath: /etc/app}]
+      volumes:
+        - name: config
+          configMap: {name: app-config-1}
+`
 
 // DemoOptions are the flags of `configmap-attacher demo` (make demo).
 type DemoOptions struct {
@@ -108,12 +173,16 @@ func newDemoCommand(s *cli.Streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Play a scripted canary and print its timeline (make demo); exit 0 only if every step held",
-		Long: `demo plays a canary: a Rollout with config revision 1; revision 2 arrives and a new
-ReplicaSet appears; a pod of the old ReplicaSet is replaced and still finds revision 1;
-the old ReplicaSet is removed and the real garbage collector deletes revision 1.
+		Long: `demo plays a canary on the real Argo Rollouts controller: revision 1 stable; revision 2
+a canary paused at 25%; a Pod of the stable ReplicaSet deleted (a spot replacement) and its
+replacement Ready with revision 1's ConfigMap there; promote; revision 3, so that
+revisionHistoryLimit deletes the first ReplicaSet and the garbage collector revision 1;
+undo to revision 2 (its ReplicaSet is reused and finds its config); a canary of revision 4
+aborted (the stable keeps its config). Each step is checked; it exits non-zero at the
+first that does not hold.
 
 Without --kubeconfig it runs on the embedded default (as make run does); with it, it plays
-against a cluster where the service already runs.`,
+against a cluster where the service and the Argo Rollouts controller already run.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.Run(cmd.Context(), s) },
 	}

@@ -12,9 +12,17 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/cli"
 	"github.com/configmap-attacher/configmap-attacher/internal/controlplane"
+	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	_ "github.com/configmap-attacher/configmap-attacher/internal/devcli"
 	"github.com/configmap-attacher/configmap-attacher/internal/testfix"
 )
@@ -45,7 +53,8 @@ func TestDevRunsTheEmbeddedDefault(t *testing.T) {
 		return nil
 	})
 	text := out.String()
-	for _, want := range []string{"kubeconfig", "gRPC trigger", "HTTP", "EventBus", "export KUBECONFIG=", "demo --kubeconfig"} {
+	for _, want := range []string{"kubeconfig", "gRPC trigger", "HTTP", "EventBus", "export KUBECONFIG=", "demo --kubeconfig",
+		"kubectl-argo-rollouts -n try-1 promote web", "-rollout app -namespace try-2 -configmaps app-config-1"} {
 		assert.Contains(t, text, want)
 	}
 	kubeconfig := regexp.MustCompile(`kubeconfig\s+(\S+)`).FindStringSubmatch(text)[1]
@@ -64,6 +73,10 @@ func TestDevRunsTheEmbeddedDefault(t *testing.T) {
 		return nil
 	})
 
+	t.Run("the old Job's form attaches to the ReplicaSet the real Rollouts controller makes", func(t *testing.T) {
+		oldJobForm(t, kubeconfig, regexp.MustCompile(`apply -f (\S+)`).FindStringSubmatch(text)[1])
+	})
+
 	cancel() // Ctrl-C
 	select {
 	case code := <-done:
@@ -73,4 +86,45 @@ func TestDevRunsTheEmbeddedDefault(t *testing.T) {
 	}
 	_, err = os.Stat(kubeconfig)
 	assert.True(t, os.IsNotExist(err), "temporary files are removed on stop")
+}
+
+// oldJobForm plays the "Try it" block's second part on the embedded default: a ConfigMap
+// without the opt-in label, the example Rollout applied, and the old Job's exact command
+// line, which waits for the Rollouts controller's ReplicaSet and attaches to it.
+func oldJobForm(t *testing.T, kubeconfig, example string) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	require.NoError(t, err)
+	kc := kubernetes.NewForConfigOrDie(cfg)
+	dc := dynamic.NewForConfigOrDie(cfg)
+	ctx := context.Background()
+	const ns = "try-2"
+	_, err = kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	controlplane.Eventually(t, time.Minute, "the default ServiceAccount", func() error {
+		_, err := kc.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
+		return err
+	})
+	_, err = kc.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app-config-1"},
+		Data: map[string]string{"color": "blue"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	data, err := os.ReadFile(example)
+	require.NoError(t, err)
+	ro := &unstructured.Unstructured{}
+	require.NoError(t, yaml.Unmarshal(data, &ro.Object))
+	_, err = dc.Resource(core.RolloutGVR).Namespace(ns).Create(ctx, ro, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	t.Setenv("KUBECONFIG", kubeconfig)
+	t.Setenv("IS_IN_CLUSTER", "false")
+	var out, errOut testfix.SyncBuffer
+	code := cli.Main(ctx, []string{"-rollout", "app", "-namespace", ns, "-configmaps", "app-config-1"},
+		cli.Streams{In: strings.NewReader(""), Out: &out, Err: &errOut})
+	require.Equal(t, 0, code, "stderr: %s", errOut.String())
+	cm, err := kc.CoreV1().ConfigMaps(ns).Get(ctx, "app-config-1", metav1.GetOptions{})
+	require.NoError(t, err)
+	rss, err := kc.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, rss.Items, 1, "the controller's one ReplicaSet")
+	require.Len(t, cm.OwnerReferences, 1)
+	assert.Equal(t, rss.Items[0].UID, cm.OwnerReferences[0].UID, "owned by the controller's ReplicaSet: %s", out.String())
 }

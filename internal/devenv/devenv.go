@@ -1,8 +1,10 @@
 // Package devenv is the embedded default behind `make run` and `make demo`: a real local
-// control plane (internal/controlplane), an embedded NATS JetStream server standing in for
-// the Argo Events EventBus, the configmap-attacher service with every ingress path live
-// (gRPC custom trigger, HTTP receiver, EventBus subscription, built-in watcher) and an
-// in-process publisher of ReplicaSet events to that EventBus in the Argo Events format.
+// control plane (internal/controlplane) with its workloads (kube-scheduler, kwok with a
+// fake Node on which Pods turn Running and Ready, the Argo Rollouts controller), an
+// embedded NATS JetStream server standing in for the Argo Events EventBus, the
+// configmap-attacher service with every ingress path live (gRPC custom trigger, HTTP
+// receiver, EventBus subscription, built-in watcher) and an in-process publisher of
+// ReplicaSet events to that EventBus in the Argo Events format.
 package devenv
 
 import (
@@ -73,8 +75,8 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 			e.Stop()
 		}
 	}()
-	o.Progress("starting the local control plane (etcd, kube-apiserver, kube-controller-manager)...")
-	if e.CP, err = controlplane.Start(ctx, controlplane.Options{Name: "local", Logf: o.Progress}); err != nil {
+	o.Progress("starting the local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, Argo Rollouts controller)...")
+	if e.CP, err = controlplane.Start(ctx, controlplane.Options{Name: "local", Logf: o.Progress, Workloads: true}); err != nil {
 		return nil, err
 	}
 	o.Progress("starting NATS JetStream (the EventBus)...")

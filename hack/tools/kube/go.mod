@@ -1,5 +1,5 @@
-// Tools module: builds the real kube-apiserver and kube-controller-manager used by
-// the local control plane (internal/localcp). Kept apart from the main module so
+// Tools module: builds the real kube-apiserver, kube-controller-manager and kube-scheduler used by
+// the local control plane (internal/controlplane). Kept apart from the main module so
 // k8s.io/kubernetes' dependency graph never leaks into configmap-attacher's.
 module github.com/configmap-attacher/configmap-attacher/hack/tools/kube
 
