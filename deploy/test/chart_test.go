@@ -15,9 +15,17 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/internal/cli"
 )
 
-// valueSets are the chart options the proofs render: the defaults and every option on.
+// requiredValues are the values the chart cannot default: the HTTP receiver's bearer
+// token, here from the Secret the shipped HTTP Sensor reads too.
+const requiredValues = `
+httpAuth:
+  existingSecret: configmap-attacher-http-token
+`
+
+// valueSets are the chart options the proofs render: the defaults (plus requiredValues),
+// every option on, TLS from a Secret, the namespaced variant with the insecure opt-outs.
 var valueSets = []struct{ name, values string }{
-	{"defaults", ""},
+	{"defaults", requiredValues},
 	{"all-options", `
 replicaCount: 3
 flags:
@@ -25,6 +33,20 @@ flags:
   block-owner-deletion: true
   cluster-name: prod-eu
   log-level: debug
+  eventbus-url: nats://eventbus-default-js-svc.argo-events.svc:4222
+httpAuth:
+  token: s3cr3t-t0ken
+  sensorNamespaces: [argo-events]
+networkPolicy:
+  extraFrom:
+    - namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: ci}}
+  metricsFrom:
+    - namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: monitoring}}
+      podSelector: {matchLabels: {app.kubernetes.io/name: prometheus}}
+  egress:
+    enabled: true
+    apiServer:
+      cidrs: [10.0.0.10/32]
 tls:
   enabled: true
   certManager:
@@ -44,6 +66,9 @@ topologySpreadConstraints:
       matchLabels: {app.kubernetes.io/name: configmap-attacher}
 `},
 	{"tls-existing-secret", `
+httpAuth:
+  existingSecret: my-http-token
+  existingSecretKey: bearer
 tls:
   enabled: true
   existingSecret: my-serving-cert
@@ -55,13 +80,17 @@ rbac:
   scope: namespace
 flags:
   allow-secrets: true
+httpAuth:
+  enabled: false
+networkPolicy:
+  enabled: false
 `},
 }
 
 // chartSetFlags are the serve flags the chart sets itself (not under .Values.flags).
 var chartSetFlags = map[string]string{
 	"grpc-addr": "ports.grpc", "http-addr": "ports.http",
-	"tls-cert-file": "tls", "tls-key-file": "tls", "argocd-clusters": "argocdClusters",
+	"tls-cert-file": "tls", "tls-key-file": "tls", "http-token-file": "httpAuth", "argocd-clusters": "argocdClusters",
 	"leader-elect": "leaderElection", "leader-elect-namespace": "leaderElection",
 }
 

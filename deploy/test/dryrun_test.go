@@ -39,6 +39,13 @@ func shippedManifests() []manifestSet {
 			return objs
 		}})
 	}
+	sets = append(sets, manifestSet{"argocd/chart", func(t *testing.T) []*unstructured.Unstructured {
+		var objs []*unstructured.Unstructured
+		for _, r := range argoCDChartRenders(t) {
+			objs = append(objs, r.render(t)...)
+		}
+		return objs
+	}})
 	for _, dir := range []string{"deploy/kustomize/base", "deploy/kustomize/overlays/production", "deploy/argo-events"} {
 		sets = append(sets, manifestSet{"kustomize/" + dir, func(t *testing.T) []*unstructured.Unstructured {
 			return kustomizeBuild(t, filepath.Join(repoRoot(t), dir))
@@ -62,8 +69,8 @@ func shippedManifests() []manifestSet {
 }
 
 // TestManifestsServerSideDryRun applies every shipped manifest (the chart with default values
-// and with every option on, the Kustomize base and overlay, the Argo Events and Argo CD
-// objects, the EventSource and Sensors) to the local control plane with a server-side
+// and with every option on, the chart as the shipped Argo CD Applications render it, the
+// Kustomize base and overlay, the Argo Events and Argo CD objects, the EventSource and Sensors) to the local control plane with a server-side
 // apply in dry-run mode: schema validation of the built-in kinds and of the CRDs from the
 // pinned Argo Rollouts, Argo Events, Argo CD, cert-manager and Prometheus Operator modules.
 func TestManifestsServerSideDryRun(t *testing.T) {

@@ -20,9 +20,10 @@ var helmOnlyLabels = []string{"helm.sh/chart", "app.kubernetes.io/managed-by"}
 const baseHeader = "# Generated from the Helm chart's default rendering (deploy/helm/configmap-attacher);\n" +
 	"# do not edit: change the chart, then run `cd deploy/test && go test -run TestKustomizeBase -update .`\n"
 
-// baseFiles renders the chart with default values as the Kustomize base's files.
+// baseFiles renders the chart with default values (plus requiredValues: the token
+// Secret's name) as the Kustomize base's files.
 func baseFiles(t *testing.T) map[string]string {
-	files := renderChart(t, templateMode, "")
+	files := renderChart(t, templateMode, requiredValues)
 	out := map[string]string{}
 	for name, body := range files {
 		if strings.TrimSpace(body) == "" {
@@ -92,7 +93,7 @@ func TestKustomizeOverlayMatchesChartOptions(t *testing.T) {
 		overlay[objectKey(o)] = o
 	}
 	chart := map[string]*unstructured.Unstructured{}
-	objs, err := decodeObjects(joinManifests(renderChart(t, templateMode, "replicaCount: 2\nflags:\n  allow-secrets: true\n")))
+	objs, err := decodeObjects(joinManifests(renderChart(t, templateMode, requiredValues+"replicaCount: 2\nflags:\n  allow-secrets: true\n")))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,7 +42,7 @@ import (
 // ClusterRole, or the Role with rbac.scope=namespace) and the leader-election Role's rules.
 func shippedRBAC(t *testing.T, ns string, namespaced bool) (main, lease []rbacv1.PolicyRule) {
 	t.Helper()
-	values := "flags:\n  allow-secrets: true\nleaderElection:\n  enabled: true\n"
+	values := requiredValues + "flags:\n  allow-secrets: true\nleaderElection:\n  enabled: true\n"
 	if namespaced {
 		values += "rbac:\n  scope: namespace\n"
 	}
@@ -204,8 +204,9 @@ func (r scenarioRun) run(t *testing.T) error {
 	// The service, in-process, as the ServiceAccount: gRPC + HTTP, watcher, periodic sweep.
 	slogSink := &logSink{}
 	log := slog.New(slog.NewTextHandler(io.MultiWriter(slogSink), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	// The chart's default: the HTTP receiver requires a bearer token.
 	opts := server.Options{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", ClusterName: "in-cluster",
-		AllowSecrets: true, Logger: log, ShutdownTimeout: 5 * time.Second}
+		AllowSecrets: true, Logger: log, ShutdownTimeout: 5 * time.Second, HTTPToken: []byte(rbacHTTPToken)}
 	in := server.Ingress{Watch: true}
 	if r.namespaced {
 		opts.Namespace = r.ns
@@ -253,10 +254,14 @@ func (r scenarioRun) run(t *testing.T) error {
 	if err := until(deadline, func() error { return httpGetOK(ctx, base+"/readyz") }); err != nil {
 		return fail("ready", err)
 	}
-	// Scenario attach: the HTTP receiver with a bare ReplicaSet, Secrets included.
+	// Scenario attach: the HTTP receiver with a bare ReplicaSet, Secrets included, and the
+	// bearer token (without it: 401, nothing attached).
 	body, _ := json.Marshal(rs)
+	if err := httpPost(ctx, base+"/?includeSecrets=true", body, ""); err == nil || !strings.Contains(err.Error(), ": 401 ") {
+		return fmt.Errorf("attach over HTTP without the token: %v, want 401", err)
+	}
 	if err := until(deadline, func() error {
-		return httpPost(ctx, base+"/?includeSecrets=true", body)
+		return httpPost(ctx, base+"/?includeSecrets=true", body, rbacHTTPToken)
 	}); err != nil {
 		return fail("attach over HTTP", err)
 	}
@@ -484,9 +489,16 @@ func httpGetOK(ctx context.Context, url string) error {
 	return nil
 }
 
-func httpPost(ctx context.Context, url string, body []byte) error {
+// rbacHTTPToken is the bearer token of the service under test.
+const rbacHTTPToken = "rbac-test-token"
+
+// httpPost posts body, with the bearer token when it is not empty.
+func httpPost(ctx context.Context, url string, body []byte, token string) error {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err

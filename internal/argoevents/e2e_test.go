@@ -114,10 +114,15 @@ func (e *env) waitGone(cm string) {
 
 // startServer runs configmap-attacher's service (internal/server: informer cache, core,
 // gRPC custom trigger and HTTP receiver) in-process on free loopback ports, waits until
-// its caches have synced, and stops it gracefully at cleanup.
+// its caches have synced, and stops it gracefully at cleanup. With e.httpAuth the HTTP
+// receiver requires argoevents.TestHTTPToken, as the chart's default requires a token.
 func startServer(t *testing.T, e *env) *server.Server {
 	t.Helper()
-	srv, err := server.New(e.cp.RESTConfig(), server.Options{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", ShutdownTimeout: 5 * time.Second})
+	o := server.Options{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", ShutdownTimeout: 5 * time.Second}
+	if e.httpAuth {
+		o.HTTPToken = []byte(argoevents.TestHTTPToken)
+	}
+	srv, err := server.New(e.cp.RESTConfig(), o)
 	if err != nil {
 		t.Fatalf("server.New: %v", err)
 	}
@@ -142,8 +147,10 @@ func pointGRPC(t *testing.T, e *env) error {
 	return nil
 }
 
-// pointHTTP aims the Sensor's HTTP trigger at the in-process HTTP receiver.
+// pointHTTP aims the Sensor's HTTP trigger at the in-process HTTP receiver, which
+// requires the bearer token the Sensor's secureHeaders send.
 func pointHTTP(t *testing.T, e *env) error {
+	e.httpAuth = true
 	e.httpURL = "http://" + startServer(t, e).HTTPAddr()
 	return nil
 }

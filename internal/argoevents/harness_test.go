@@ -55,6 +55,8 @@ type env struct {
 	// grpcAddr and httpURL are where the in-process server listens (set by the test).
 	grpcAddr string
 	httpURL  string
+	// httpAuth: the in-process HTTP receiver requires argoevents.TestHTTPToken.
+	httpAuth bool
 }
 
 // aim points the Sensor's triggers at the in-process server (the only test overrides of
@@ -68,6 +70,14 @@ func (e *env) aim(s *v1alpha1.Sensor) *v1alpha1.Sensor {
 		if _, err := argoevents.SetHTTPTriggerURL(s, e.httpURL); err != nil {
 			e.t.Fatal(err)
 		}
+	}
+	if e.httpAuth {
+		// The Secret the Sensor's secureHeaders read, where Argo Events would mount it.
+		if _, err := argoevents.ProvideSecureHeaders(s, "Bearer "+argoevents.TestHTTPToken); err != nil {
+			e.t.Fatal(err)
+		}
+	} else {
+		argoevents.DropSecureHeaders(s)
 	}
 	return s
 }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 
 	"github.com/argoproj/argo-events/pkg/apis/events/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -118,6 +119,70 @@ func SetCustomTriggerServer(s *v1alpha1.Sensor, serverURL string) int {
 	for i := range s.Spec.Triggers {
 		if t := s.Spec.Triggers[i].Template; t != nil && t.CustomTrigger != nil {
 			t.CustomTrigger.ServerURL = serverURL
+			n++
+		}
+	}
+	return n
+}
+
+// SensorSecretsDir is where Argo Events mounts the Secrets a Sensor references, and where
+// sensor-service reads them: SensorSecretsDir/NAME/KEY.
+const SensorSecretsDir = "/argo-events/secrets"
+
+// TestHTTPToken is the bearer token of local runs whose HTTP receiver requires one. Every
+// local sensor-service reads a Secret from the same host path (SensorSecretsDir), so all
+// runs on a machine use this one token.
+const TestHTTPToken = "configmap-attacher-local-test-token"
+
+// secureHeaderSecrets returns the Secret keys the secureHeaders of s's HTTP triggers read.
+func secureHeaderSecrets(s *v1alpha1.Sensor) []*corev1.SecretKeySelector {
+	var out []*corev1.SecretKeySelector
+	for i := range s.Spec.Triggers {
+		t := s.Spec.Triggers[i].Template
+		if t == nil || t.HTTP == nil {
+			continue
+		}
+		for _, h := range t.HTTP.SecureHeaders {
+			if h != nil && h.ValueFrom != nil && h.ValueFrom.SecretKeyRef != nil {
+				out = append(out, h.ValueFrom.SecretKeyRef)
+			}
+		}
+	}
+	return out
+}
+
+// ProvideSecureHeaders makes the Secrets that the secureHeaders of s's HTTP triggers read
+// hold value, where a local sensor-service reads them (SensorSecretsDir/NAME/KEY, written
+// atomically; needs root), as Argo Events' controller would mount them into the Sensor's
+// pod. It returns how many it wrote.
+func ProvideSecureHeaders(s *v1alpha1.Sensor, value string) (int, error) {
+	refs := secureHeaderSecrets(s)
+	for _, ref := range refs {
+		dir := filepath.Join(SensorSecretsDir, ref.Name)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return 0, fmt.Errorf("sensor secret %s: %w", ref.Name, err)
+		}
+		tmp, err := os.CreateTemp(dir, "."+ref.Key+"-")
+		if err != nil {
+			return 0, fmt.Errorf("sensor secret %s: %w", ref.Name, err)
+		}
+		_, werr := tmp.WriteString(value)
+		cerr := tmp.Close()
+		if err := errors.Join(werr, cerr, os.Rename(tmp.Name(), filepath.Join(dir, ref.Key))); err != nil {
+			_ = os.Remove(tmp.Name())
+			return 0, fmt.Errorf("sensor secret %s key %s: %w", ref.Name, ref.Key, err)
+		}
+	}
+	return len(refs), nil
+}
+
+// DropSecureHeaders removes the secureHeaders of every HTTP trigger of s (for a receiver
+// that requires no token). It returns how many triggers had some.
+func DropSecureHeaders(s *v1alpha1.Sensor) int {
+	n := 0
+	for i := range s.Spec.Triggers {
+		if t := s.Spec.Triggers[i].Template; t != nil && t.HTTP != nil && len(t.HTTP.SecureHeaders) > 0 {
+			t.HTTP.SecureHeaders = nil
 			n++
 		}
 	}

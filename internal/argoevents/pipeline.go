@@ -48,6 +48,10 @@ type PipelineOptions struct {
 	GRPCServer string
 	// HTTPURL (e.g. http://127.0.0.1:8080) starts the HTTP Sensor aimed at it.
 	HTTPURL string
+	// HTTPAuth: the HTTP Sensor sends its secureHeaders, "Authorization: Bearer
+	// TestHTTPToken" (ProvideSecureHeaders; the receiver must require TestHTTPToken).
+	// Otherwise they are dropped, for a receiver without --http-token-file.
+	HTTPAuth bool
 	// Sensors are more Sensors started as they are (for example K8sPatchSensor), each
 	// in its own network namespace like the shipped ones.
 	Sensors []*v1alpha1.Sensor
@@ -125,6 +129,13 @@ func StartPipeline(ctx context.Context, o PipelineOptions) (_ *Pipeline, err err
 	if o.HTTPURL != "" {
 		if _, err := SetHTTPTriggerURL(objs.HTTPSensor, o.HTTPURL); err != nil {
 			return nil, fmt.Errorf("argoevents: %w", err)
+		}
+		if o.HTTPAuth {
+			if _, err := ProvideSecureHeaders(objs.HTTPSensor, "Bearer "+TestHTTPToken); err != nil {
+				return nil, fmt.Errorf("argoevents: %w", err)
+			}
+		} else {
+			DropSecureHeaders(objs.HTTPSensor)
 		}
 		if err := start(Config{Sensor: objs.HTTPSensor}, "sensor-http.log", SensorReadyLog); err != nil {
 			return nil, err

@@ -66,6 +66,7 @@ type standInHTTP struct {
 	bodies [][]byte
 	ctypes []string
 	query  []string
+	auth   []string
 }
 
 func (h *standInHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -74,15 +75,17 @@ func (h *standInHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.bodies = append(h.bodies, b)
 	h.ctypes = append(h.ctypes, r.Header.Get("Content-Type"))
 	h.query = append(h.query, r.URL.RawQuery)
+	h.auth = append(h.auth, r.Header.Get("Authorization"))
 	h.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write([]byte(`{"attached":0}`))
 }
 
-func (h *standInHTTP) snapshot() (bodies [][]byte, ctypes, query []string) {
+func (h *standInHTTP) snapshot() (bodies [][]byte, ctypes, query, auth []string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return append([][]byte(nil), h.bodies...), append([]string(nil), h.ctypes...), append([]string(nil), h.query...)
+	return append([][]byte(nil), h.bodies...), append([]string(nil), h.ctypes...), append([]string(nil), h.query...),
+		append([]string(nil), h.auth...)
 }
 
 // listen opens a loopback listener on a free port.
@@ -98,7 +101,8 @@ func listen(t *testing.T) net.Listener {
 // TestHarnessWithStandIns proves the harness itself with stand-ins for configmap-attacher:
 // the real eventsource-service publishes a ReplicaSet ADD to JetStream, and the real
 // sensor-service runs both shipped Sensors, whose triggers reach a stand-in gRPC trigger
-// server and a stand-in HTTP receiver with the payload the shipped mapping builds.
+// server and a stand-in HTTP receiver with the payload the shipped mapping builds (and
+// the bearer token the HTTP Sensor's secureHeaders read from their Secret).
 func TestHarnessWithStandIns(t *testing.T) {
 	e := newEnv(t)
 
@@ -119,7 +123,7 @@ func TestHarnessWithStandIns(t *testing.T) {
 	started := time.Now()
 	pipe, err := argoevents.StartPipeline(e.ctx, argoevents.PipelineOptions{
 		EventBusURL: e.nats.ClientURL(), Kubeconfig: e.cp.Kubeconfig(), Namespace: e.ns,
-		GRPCServer: grpcLn.Addr().String(), HTTPURL: "http://" + httpLn.Addr().String(), LogDir: e.logDir,
+		GRPCServer: grpcLn.Addr().String(), HTTPURL: "http://" + httpLn.Addr().String(), HTTPAuth: true, LogDir: e.logDir,
 	})
 	if err != nil {
 		t.Fatalf("StartPipeline: %v", err)
@@ -163,12 +167,16 @@ func TestHarnessWithStandIns(t *testing.T) {
 			return checkPayload(payloads[0], rs)
 		}},
 		{name: "HTTP sensor posts to the receiver", check: func() error {
-			bodies, ctypes, query := recv.snapshot()
+			bodies, ctypes, query, auth := recv.snapshot()
 			if len(bodies) == 0 {
 				return fmt.Errorf("no POST yet")
 			}
 			if ctypes[0] != "application/json" || query[0] != "operation=attach" {
 				return fmt.Errorf("content type %q, query %q", ctypes[0], query[0])
+			}
+			// The shipped secureHeaders: the token from the Secret Argo Events mounts.
+			if auth[0] != "Bearer "+argoevents.TestHTTPToken {
+				return fmt.Errorf("Authorization %q, want the token from the Sensor's secureHeaders Secret", auth[0])
 			}
 			return checkPayload(bodies[0], rs)
 		}},

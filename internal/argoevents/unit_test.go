@@ -257,6 +257,17 @@ func TestShippedObjects(t *testing.T) {
 					if tmpl.HTTP.Headers["Content-Type"] != "application/json" {
 						t.Errorf("trigger %s: content type %q", tmpl.Name, tmpl.HTTP.Headers["Content-Type"])
 					}
+					// The receiver requires a bearer token: sent from a Secret, never inline.
+					if _, inline := tmpl.HTTP.Headers["Authorization"]; inline {
+						t.Errorf("trigger %s: Authorization is a plain header; it must come from a Secret (secureHeaders)", tmpl.Name)
+					}
+					sent := false
+					for _, h := range tmpl.HTTP.SecureHeaders {
+						sent = sent || (h.Name == "Authorization" && h.ValueFrom != nil && h.ValueFrom.SecretKeyRef != nil)
+					}
+					if !sent {
+						t.Errorf("trigger %s: no Authorization secureHeader from a Secret", tmpl.Name)
+					}
 				}
 				// Every parameter must name the trigger's only dependency: sensor-service
 				// v1.9.11 panics building a payload from a dependency that did not arrive.

@@ -93,6 +93,9 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 - --tls-cert-file=/etc/configmap-attacher/tls/tls.crt
 - --tls-key-file=/etc/configmap-attacher/tls/tls.key
 {{- end }}
+{{- if .Values.httpAuth.enabled }}
+- --http-token-file=/etc/configmap-attacher/http-token/token
+{{- end }}
 {{- $watch := include "cma.watchNamespace" . }}
 {{- range $k, $v := .Values.flags }}
 {{- if eq $k "watch-namespace" }}
@@ -116,5 +119,63 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- range .Values.extraArgs }}
 - {{ . | quote }}
+{{- end }}
+{{- end }}
+
+{{/* The Secret holding the HTTP bearer token: httpAuth.existingSecret, else "<fullname>-http-token" (created from httpAuth.token). */}}
+{{- define "cma.httpTokenSecretName" -}}
+{{- default (printf "%s-http-token" (include "cma.fullname" .)) .Values.httpAuth.existingSecret }}
+{{- end }}
+
+{{/* The key of that Secret the service reads. */}}
+{{- define "cma.httpTokenKey" -}}
+{{- if .Values.httpAuth.existingSecret }}{{ .Values.httpAuth.existingSecretKey | default "token" }}{{ else }}token{{ end }}
+{{- end }}
+
+{{/* The NetworkPolicyPeer of namespace ns and pod selector sel (a LabelSelector). */}}
+{{- define "cma.peer" -}}
+- namespaceSelector:
+    matchLabels:
+      kubernetes.io/metadata.name: {{ .ns | quote }}
+  podSelector:
+    {{- toYaml .sel | nindent 4 }}
+{{- end }}
+
+{{/* Checks the values and fails rendering with a message naming the value; renders nothing. */}}
+{{- define "cma.validate" -}}
+{{- $a := .Values.httpAuth }}
+{{- if hasKey .Values.flags "http-token-file" }}
+{{- fail "flags.http-token-file is set by the chart from httpAuth (httpAuth.existingSecret or httpAuth.token); remove it from flags" }}
+{{- end }}
+{{- if $a.enabled }}
+{{- if and $a.existingSecret $a.token }}
+{{- fail "httpAuth: set one of httpAuth.existingSecret and httpAuth.token, not both" }}
+{{- end }}
+{{- if not (or $a.existingSecret $a.token) }}
+{{- fail (printf "httpAuth: the HTTP receiver requires a bearer token. Set httpAuth.existingSecret (a Secret in namespace %s holding the token under key %q) or httpAuth.token (the chart creates the Secret %s-http-token); or set httpAuth.enabled=false to serve HTTP without authentication (insecure: whoever reaches the http port can send events)" .Release.Namespace ($a.existingSecretKey | default "token") (include "cma.fullname" .)) }}
+{{- end }}
+{{- if $a.token }}
+{{- $t := toString $a.token }}
+{{- if regexMatch "\\s" $t }}
+{{- fail "httpAuth.token must not contain white space (the service rejects it)" }}
+{{- end }}
+{{- if gt (len $t) 4096 }}
+{{- fail "httpAuth.token is longer than 4096 bytes (the service rejects it)" }}
+{{- end }}
+{{- end }}
+{{- if and $a.sensorNamespaces (not $a.token) }}
+{{- fail "httpAuth.sensorNamespaces needs httpAuth.token: the chart reads no Secret at render time, so it cannot copy httpAuth.existingSecret; create that Secret in the Sensors' namespace yourself" }}
+{{- end }}
+{{- else if index .Values.flags "http-public-metrics" }}
+{{- fail "flags.http-public-metrics needs httpAuth.enabled (without a token, everything is public already)" }}
+{{- end }}
+{{- $np := .Values.networkPolicy }}
+{{- if $np.enabled }}
+{{- if and $np.egress.enabled (not $np.egress.apiServer.cidrs) }}
+{{- fail "networkPolicy.egress.enabled needs networkPolicy.egress.apiServer.cidrs (the apiserver's endpoint addresses: kubectl get endpointslices -n default -l kubernetes.io/service-name=kubernetes), else the service cannot reach the apiserver" }}
+{{- end }}
+{{- if and .Values.serviceMonitor.enabled (not $np.metricsFrom) }}
+{{- fail "serviceMonitor.enabled with networkPolicy.enabled needs networkPolicy.metricsFrom (Prometheus' pods or namespace), else the NetworkPolicy blocks the scrape" }}
+{{- end }}
 {{- end }}
 {{- end }}
