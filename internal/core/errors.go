@@ -3,7 +3,6 @@ package core
 import (
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -112,7 +111,7 @@ func IsPermanent(err error) bool {
 // with code 500 and no reason, so only their text identifies them.
 func tooLargeForStorage(err error) bool {
 	var st apierrors.APIStatus
-	if !errors.As(err, &st) || st.Status().Code != http.StatusInternalServerError {
+	if !errors.As(err, &st) || st.Status().Code != 500 { // HTTP 500, the code these refusals come with
 		return false
 	}
 	msg := st.Status().Message
