@@ -69,7 +69,7 @@ func (e *env) snapshotMeta(sr *staleReader, cm *corev1.ConfigMap) {
 // Rule 4 under cache lag: the cache still shows the opt-in label (or no skip
 // annotation), but the live object has since opted out. The write carries only the UID
 // precondition, not the resourceVersion, so the opted-out object is written anyway.
-func TestBreakStaleCacheOptOut(t *testing.T) {
+func TestStaleCacheOptOutIsNotWritten(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		optOut func(cm *corev1.ConfigMap)
@@ -102,7 +102,7 @@ func TestBreakStaleCacheOptOut(t *testing.T) {
 // Rules 1 and 4: the ConfigMap was deleted and recreated with the same name, without
 // the opt-in label, between the (cached) read and the write. Nothing may be written to
 // the namesake. (Holds: the stale UID in the patch makes the apiserver reject it.)
-func TestBreakConfigMapRecreatedNoWrite(t *testing.T) {
+func TestConfigMapRecreatedIsNotWrittenOnStaleState(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	a, sr := e.staleAttacher()
@@ -124,7 +124,7 @@ func TestBreakConfigMapRecreatedNoWrite(t *testing.T) {
 // Replace=true) while the informer lags makes the event fail with a permanent,
 // misleading error instead of skipping the unlabelled namesake / attaching the
 // labelled one.
-func TestBreakConfigMapRecreatedReevaluated(t *testing.T) {
+func TestConfigMapRecreatedIsReevaluated(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		labelled bool
@@ -156,7 +156,7 @@ func TestBreakConfigMapRecreatedReevaluated(t *testing.T) {
 // Rules 1 and 2: the ReplicaSet was deleted and recreated with the same name; a stale
 // cache still serves the old one. Neither the old UID (dead owner) nor an unconfirmed
 // owner may be written.
-func TestBreakReplicaSetRecreated(t *testing.T) {
+func TestReplicaSetRecreatedIsRefused(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		eventUID func(old, cur *appsv1.ReplicaSet) types.UID
@@ -190,7 +190,7 @@ func TestBreakReplicaSetRecreated(t *testing.T) {
 }
 
 // Rule 2: a ReplicaSet with a deletionTimestamp (held by a finalizer) is refused.
-func TestBreakTerminatingReplicaSet(t *testing.T) {
+func TestTerminatingReplicaSetIsRefused(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	e.revision("cfg-1")
@@ -213,7 +213,7 @@ func TestBreakTerminatingReplicaSet(t *testing.T) {
 
 // Rule 3: existing owners (none, one controller, many of mixed kinds) survive untouched,
 // in order and byte for byte.
-func TestBreakOwnerListsPreserved(t *testing.T) {
+func TestOtherOwnersArePreserved(t *testing.T) {
 	mk := func(n int) []metav1.OwnerReference {
 		var out []metav1.OwnerReference
 		for i := 0; i < n; i++ {
@@ -251,7 +251,7 @@ func TestBreakOwnerListsPreserved(t *testing.T) {
 
 // Rule 8 / robustness: an annotation listing 10,000 names (and junk) neither hangs nor
 // fails the event; at most MaxListedNames are considered and the rest are reported.
-func TestBreakHugeAnnotationList(t *testing.T) {
+func TestHugeAnnotationListIsBounded(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	e.revision("cfg-1")
@@ -285,7 +285,7 @@ func TestBreakHugeAnnotationList(t *testing.T) {
 // opt-in label lets discovery attach ConfigMaps that never opted in (for example the
 // namespace's kube-root-ca.crt, once a pod template mounts it). Safety rule 4 (docs/design.md) says
 // objects without the opt-in label (or explicit listing) are never touched.
-func TestBreakSelectorWidensOptIn(t *testing.T) {
+func TestSelectorNeverWidensTheOptIn(t *testing.T) {
 	for i, sel := range []string{"!nothing", "app", "x notin (y)"} {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			e := newEnv(t)

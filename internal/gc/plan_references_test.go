@@ -56,7 +56,7 @@ func deploymentWith(mut func(*corev1.PodSpec)) *appsv1.Deployment {
 }
 
 // Rule 7 holds for the config references PodSpecRefs knows (regression).
-func TestBreakGCKeepsReferencedRevision(t *testing.T) {
+func TestGCKeepsAReferencedRevision(t *testing.T) {
 	vol := func(v corev1.VolumeSource) func(*corev1.PodSpec) {
 		return func(s *corev1.PodSpec) { s.Volumes = append(s.Volumes, corev1.Volume{Name: "v", VolumeSource: v}) }
 	}
@@ -95,7 +95,7 @@ func TestBreakGCKeepsReferencedRevision(t *testing.T) {
 // e.g. a kustomize secretGenerator docker-registry Secret with a hash suffix, or a CSI
 // driver's nodePublishSecretRef - is deleted while live Pods need it to pull images /
 // mount volumes on their next restart.
-func TestBreakGCDeletesSecretReferencedOutsidePodSpecRefs(t *testing.T) {
+func TestGCKeepsASecretReferencedOutsidePodSpecRefs(t *testing.T) {
 	pull := func(s *corev1.PodSpec) { s.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "rev-1"}} }
 	vol := func(v corev1.VolumeSource) func(*corev1.PodSpec) {
 		return func(s *corev1.PodSpec) { s.Volumes = append(s.Volumes, corev1.Volume{Name: "v", VolumeSource: v}) }

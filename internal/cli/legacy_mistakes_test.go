@@ -18,7 +18,7 @@ import (
 // The legacy Job form when the Rollout exists but has no status (the Rollout
 // controller is not running, or has not seen it): a bounded wait, then exit 1 with a
 // reason naming what is missing; nothing is written.
-func TestBreakLegacyRolloutWithoutStatus(t *testing.T) {
+func TestLegacyRolloutWithoutStatusWaitsBounded(t *testing.T) {
 	cp := controlplane.Require(t, sharedCP)
 	ctx := context.Background()
 	ns := newNamespace(t, cp)
@@ -41,7 +41,7 @@ func TestBreakLegacyRolloutWithoutStatus(t *testing.T) {
 
 // Rule 8 on the legacy path: a namespace that can never exist must be a usage error
 // (exit 2) at once, not a wait for the whole -timeout that ends in "not found".
-func TestBreakLegacyBadNamespace(t *testing.T) {
+func TestLegacyBadNamespaceIsAUsageError(t *testing.T) {
 	cp := controlplane.Require(t, sharedCP)
 	t.Setenv("KUBECONFIG", cp.Kubeconfig())
 	t.Setenv("IS_IN_CLUSTER", "false")
@@ -57,7 +57,7 @@ func TestBreakLegacyBadNamespace(t *testing.T) {
 
 // Rule 4 on the legacy path: names that are not same-namespace object names are
 // usage errors and nothing is contacted.
-func TestBreakLegacyBadConfigMapNames(t *testing.T) {
+func TestLegacyBadConfigMapNamesAreUsageErrors(t *testing.T) {
 	cp := controlplane.Require(t, sharedCP)
 	t.Setenv("KUBECONFIG", cp.Kubeconfig())
 	t.Setenv("IS_IN_CLUSTER", "false")
