@@ -176,7 +176,7 @@ func (s *HTTPServer) reject(r *http.Request, status int, err error) (int, any) {
 // event handles POST / and returns the status and JSON body.
 func (s *HTTPServer) event(r *http.Request) (int, any) {
 	if s.stopping.Load() {
-		return s.reject(r, http.StatusServiceUnavailable, errors.New("shutting down; retry"))
+		return s.reject(r, http.StatusServiceUnavailable, fmt.Errorf("%w; retry", dispatch.ErrShuttingDown))
 	}
 	binary := r.Header.Get("Ce-Specversion") != ""
 	ct := r.Header.Get("Content-Type")
@@ -184,27 +184,27 @@ func (s *HTTPServer) event(r *http.Request) (int, any) {
 	if ct != "" {
 		var err error
 		if mt, _, err = mime.ParseMediaType(ct); err != nil {
-			return s.reject(r, http.StatusUnsupportedMediaType, fmt.Errorf("content type %q: %w", core.Clip(ct), err))
+			return s.reject(r, http.StatusUnsupportedMediaType, core.Invalidf("content-type", "%q: %v", core.Clip(ct), err))
 		}
 	}
 	switch {
 	case mt == "application/cloudevents-batch+json":
-		return s.reject(r, http.StatusUnsupportedMediaType, errors.New("CloudEvents batch mode is not supported; send one event per request"))
+		return s.reject(r, http.StatusUnsupportedMediaType, core.Invalidf("content-type", "CloudEvents batch mode is not supported; send one event per request"))
 	case mt == "application/cloudevents+json" && !binary:
 	case mt == "" || event.IsJSONContentType(mt):
 	default:
-		return s.reject(r, http.StatusUnsupportedMediaType, fmt.Errorf("content type %q is not supported: send application/json, application/cloudevents+json, or a binary-mode CloudEvent with JSON data", core.Clip(mt)))
+		return s.reject(r, http.StatusUnsupportedMediaType, core.Invalidf("content-type", "%q is not supported: send application/json, application/cloudevents+json, or a binary-mode CloudEvent with JSON data", core.Clip(mt)))
 	}
 	if r.ContentLength > s.maxBody {
-		return s.reject(r, http.StatusRequestEntityTooLarge, fmt.Errorf("body is %d bytes, at most %d are accepted", r.ContentLength, s.maxBody))
+		return s.reject(r, http.StatusRequestEntityTooLarge, core.Invalidf("body", "is %d bytes, at most %d are accepted", r.ContentLength, s.maxBody))
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, s.maxBody))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return s.reject(r, http.StatusRequestEntityTooLarge, fmt.Errorf("body exceeds %d bytes", s.maxBody))
+			return s.reject(r, http.StatusRequestEntityTooLarge, core.Invalidf("body", "exceeds %d bytes", s.maxBody))
 		}
-		return s.reject(r, http.StatusBadRequest, fmt.Errorf("reading the body: %w", err))
+		return s.reject(r, http.StatusBadRequest, core.Invalidf("body", "reading it: %v", err))
 	}
 	opts, err := specFromRequest(r, s.d.ParseSpec)
 	if err != nil {

@@ -281,3 +281,38 @@ func TestHTTPGracefulShutdown(t *testing.T) {
 type net0 struct{}
 
 func (net0) listen() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
+
+// A request refused before dispatch is counted by its class, as on every way in: bad
+// content types and bodies are invalid input, not server failures.
+func TestHTTPRejectionsAreCountedByClass(t *testing.T) {
+	f := newFixture(t, dispatch.Config{})
+	ts := newHTTP(t, f, HTTPOptions{MaxBodyBytes: 1024})
+	for _, tc := range []struct {
+		name, ct, body string
+		status         int
+	}{
+		{"text/plain", "text/plain", "{}", 415},
+		{"a batch", "application/cloudevents-batch+json", "[]", 415},
+		{"a bad content type", "a/b; c", "{}", 415},
+		{"a body over the limit", "application/json", strings.Repeat("x", 2048), 413},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.status, post(t, ts.URL+"/", tc.ct, nil, tc.body).status)
+		})
+	}
+	mfs, err := f.d.Metrics().Registry.Gather()
+	require.NoError(t, err)
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() == "configmap_attacher_events_total" {
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "result" {
+						got[l.GetValue()] += m.GetCounter().GetValue()
+					}
+				}
+			}
+		}
+	}
+	assert.Equal(t, map[string]float64{"invalid": 4}, got)
+}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -54,7 +55,11 @@ func (f *SecurityFlags) Validate(tls bool) error {
 func (f *SecurityFlags) Apply(so *server.Options) error {
 	deny := f.ExcludeNamespaces
 	if !f.ExcludeSet {
-		deny = core.DefaultExcludedNamespaces(ownNamespace())
+		own := ownNamespace()
+		if own == so.Namespace || slices.Contains(f.Namespaces, own) {
+			own = "" // a namespaced install serves its own namespace: asked for, not excluded
+		}
+		deny = core.DefaultExcludedNamespaces(own)
 	}
 	p, err := core.ParseNamespacePolicy(f.Namespaces, deny)
 	if err != nil {

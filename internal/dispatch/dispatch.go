@@ -194,10 +194,10 @@ func (d *Dispatcher) GaveUp(path Path, ev core.Event, reason string, err error) 
 	d.metrics.givenUp.WithLabelValues(ev.Cluster, string(path), reason).Inc()
 	d.log.Error("giving up an event", "path", path, "reason", reason, "cluster", ev.Cluster,
 		"namespace", ev.Namespace, "replicaSet", ev.Name, "err", err)
-	if path == PathRevision {
-		return // the event names a ConfigMap or Secret, not a ReplicaSet to tell
+	if path == PathRevision || ev.Cluster == "" {
+		return // a ConfigMap or Secret, not a ReplicaSet to tell; or the event reached no cluster
 	}
-	if att, aerr := d.clusters.Attacher(ev.Cluster); aerr == nil {
+	if att, aerr := d.clusters.Attacher(ev.Cluster); aerr == nil && att.CheckNamespace(ev.Namespace) == nil {
 		att.GaveUp(ev, fmt.Sprintf("%s: %v", reason, err))
 	}
 }

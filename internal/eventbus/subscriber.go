@@ -235,7 +235,9 @@ func (s *Subscriber) Run(ctx context.Context) error {
 		AckWait:       s.opts.AckWait,
 		MaxAckPending: 4 * s.opts.MaxInFlight,
 		DeliverPolicy: jetstream.DeliverNewPolicy,
-		MaxDeliver:    s.opts.MaxDeliver,
+		// One more than MaxDeliver: the handler itself terminates and counts the
+		// MaxDeliver-th delivery, so the server's limit never drops a message uncounted.
+		MaxDeliver: s.opts.MaxDeliver + 1,
 	}
 	if s.opts.DeliverAll {
 		cfg.DeliverPolicy = jetstream.DeliverAllPolicy
@@ -375,7 +377,28 @@ func bindConsumer(ctx context.Context, stream jetstream.Stream, cfg jetstream.Co
 			cons, err = stream.Consumer(ctx, cfg.Durable)
 		}
 	}
-	return cons, err
+	if err != nil {
+		return nil, err
+	}
+	return updateConsumer(ctx, stream, cons, cfg)
+}
+
+// updateConsumer brings an existing durable consumer's updatable limits (MaxDeliver,
+// AckWait, MaxAckPending) to cfg's, so that a changed flag takes effect on a consumer
+// created by an earlier version or configuration; where it keeps its position is never
+// changed.
+func updateConsumer(ctx context.Context, stream jetstream.Stream, cons jetstream.Consumer, cfg jetstream.ConsumerConfig) (jetstream.Consumer, error) {
+	have := cons.CachedInfo().Config
+	if have.MaxDeliver == cfg.MaxDeliver && have.AckWait == cfg.AckWait && have.MaxAckPending == cfg.MaxAckPending {
+		return cons, nil
+	}
+	want := have
+	want.MaxDeliver, want.AckWait, want.MaxAckPending = cfg.MaxDeliver, cfg.AckWait, cfg.MaxAckPending
+	updated, err := stream.UpdateConsumer(ctx, want)
+	if err != nil {
+		return nil, fmt.Errorf("updating the limits of consumer %q: %w", cfg.Durable, err)
+	}
+	return updated, nil
 }
 
 // watchdog checks every StallTimeout/4 whether the pull is stalled (see stalled) and
@@ -507,7 +530,13 @@ func (s *Subscriber) answer(ctx context.Context, msg jetstream.Msg, a dispatch.A
 	var delay time.Duration
 	if outcome == OutcomeNak {
 		md, err := msg.Metadata()
-		if err == nil && md.NumDelivered >= uint64(s.opts.MaxDeliver) {
+		// A stop on the last delivery is not a reason to give up: the consumer allows one
+		// delivery more than MaxDeliver (see Run), which a stopping replica leaves to the next.
+		last := uint64(s.opts.MaxDeliver)
+		if a.Class == dispatch.ClassShuttingDown || a.Class == dispatch.ClassCanceled {
+			last++
+		}
+		if err == nil && md.NumDelivered >= last {
 			r := a.Response
 			s.d.GaveUp(dispatch.PathEventBus, core.Event{Cluster: r.Cluster, Namespace: r.Namespace, Name: r.ReplicaSet, UID: r.UID},
 				"max-deliver", fmt.Errorf("%d deliveries: %w", md.NumDelivered, a.Err))

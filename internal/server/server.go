@@ -83,6 +83,10 @@ const (
 	DefaultHTTPAddr = ":8080"
 )
 
+// answerMargin is how much longer than the shutdown grace the servers wait, so that an
+// event cut short at the end of the grace is still answered (retry-later).
+const answerMargin = 3 * time.Second
+
 // Server is one configmap-attacher service for one or several clusters: every way in
 // over one dispatcher. Create it with New (which builds every part and binds the
 // listeners), then Run it.
@@ -219,11 +223,14 @@ func (s *Server) listen(tlsCfg *tls.Config) error {
 			return fmt.Errorf("HTTP listen on %s: %w", o.HTTPAddr, err)
 		}
 	}
+	// The servers wait a little longer than the dispatcher's grace: work cancelled at
+	// the end of the grace still gets its answer written.
+	stop := o.ShutdownTimeout + answerMargin
 	if glis != nil {
-		s.grpc = trigger.NewGRPCServer(s.d, glis, trigger.GRPCOptions{TLS: tlsCfg, ShutdownTimeout: o.ShutdownTimeout})
+		s.grpc = trigger.NewGRPCServer(s.d, glis, trigger.GRPCOptions{TLS: tlsCfg, ShutdownTimeout: stop})
 	}
 	if hlis != nil {
-		s.http = trigger.NewHTTPServer(s.d, hlis, trigger.HTTPOptions{TLS: tlsCfg, MaxBodyBytes: o.MaxBodyBytes, ShutdownTimeout: o.ShutdownTimeout,
+		s.http = trigger.NewHTTPServer(s.d, hlis, trigger.HTTPOptions{TLS: tlsCfg, MaxBodyBytes: o.MaxBodyBytes, ShutdownTimeout: stop,
 			AuthToken: o.HTTPToken, PublicMetrics: o.PublicMetrics, Ready: s.readiness})
 	}
 	return nil

@@ -51,7 +51,10 @@ type Options struct {
 	// MaxRetries bounds the retries of a transient failure per object before it waits
 	// for the next resync; default 10.
 	MaxRetries int
-	Logger     *slog.Logger
+	// StopGrace is how long work in progress may go on once Run's context ends (serve's
+	// --shutdown-timeout); default StopGrace.
+	StopGrace time.Duration
+	Logger    *slog.Logger
 }
 
 // Watcher feeds every object of its informers to the dispatcher, one queue for all. It
@@ -71,8 +74,9 @@ type Watcher struct {
 	handled int64
 }
 
-// StopGrace is how long a stopping watcher lets the attaches in progress finish before
-// cancelling them (a cancelled attach is safe: its patch was sent whole or not at all).
+// StopGrace is Options.StopGrace's default: how long a stopping watcher lets the attaches
+// in progress finish before cancelling them (a cancelled attach is safe: its patch was
+// sent whole or not at all).
 const StopGrace = 5 * time.Second
 
 // DefaultWorkers is Options.Workers' default.
@@ -111,6 +115,9 @@ func New(replicaSets toolscache.SharedIndexInformer, d Dispatcher, opts Options)
 	if opts.MaxRetries <= 0 {
 		opts.MaxRetries = 10
 	}
+	if opts.StopGrace <= 0 {
+		opts.StopGrace = StopGrace
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.Default()
@@ -148,7 +155,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 	}
 	w.log.Info("watching", "kinds", w.kinds(), "workers", w.opts.Workers, "resync", w.opts.Resync)
 
-	// Work outlives ctx by at most StopGrace: a stop (shutdown, or the cluster being
+	// Work outlives ctx by at most Options.StopGrace: a stop (shutdown, or the cluster being
 	// removed) must not wait on requests to an apiserver that no longer answers.
 	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
@@ -168,7 +175,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 	// Queued objects are dropped, not drained: the watcher is level-triggered, and the
 	// next start (or another replica's resync) handles them.
 	w.queue.ShutDown() // with ctx done, workers take no new item (ShutDown alone would hand out the rest)
-	stop := time.AfterFunc(StopGrace, cancelWork)
+	stop := time.AfterFunc(w.opts.StopGrace, cancelWork)
 	defer stop.Stop()
 	wg.Wait()
 	return nil
