@@ -216,7 +216,8 @@ func (c *Cache) WaitForSync(ctx context.Context) error {
 }
 
 // Misses returns how many reads of resource ("replicasets", "deployments", "rollouts",
-// "configmaps", "secrets") fell back to a live GET.
+// "configmaps", "secrets") fell back to a live GET, and ("users") how many Users answers
+// were read live (before the informers synced, or outside the cache's namespace).
 func (c *Cache) Misses(resource string) int64 {
 	if v, ok := c.misses.Load(resource); ok {
 		return v.(*atomic.Int64).Load()
