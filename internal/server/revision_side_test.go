@@ -9,10 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/controlplane"
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
@@ -44,7 +42,7 @@ func TestRevisionSideAttachesLateAndWipedRevisions(t *testing.T) {
 		start := time.Now()
 		_, err := kc.CoreV1().ConfigMaps(ns).Create(ctx, testfix.Revision(ns, "late-cfg"), metav1.CreateOptions{})
 		require.NoError(t, err)
-		waitOwner(t, kc, ns, "late-cfg", rs)
+		waitOwned(t, kc, ns, "late-cfg", rs)
 		t.Logf("attached %s after its creation", time.Since(start).Round(time.Millisecond))
 	})
 	t.Run("ownerReferences wiped by a PUT are restored", func(t *testing.T) {
@@ -54,7 +52,7 @@ func TestRevisionSideAttachesLateAndWipedRevisions(t *testing.T) {
 		_, err = kc.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
 		require.NoError(t, err)
 		start := time.Now()
-		waitOwner(t, kc, ns, "late-cfg", rs)
+		waitOwned(t, kc, ns, "late-cfg", rs)
 		t.Logf("restored %s after the PUT", time.Since(start).Round(time.Millisecond))
 		controlplane.Eventually(t, 10*time.Second, "Attached Events", func() error {
 			evs, err := kc.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=late-cfg,reason=Attached"})
@@ -82,21 +80,5 @@ func TestRevisionSideAttachesLateAndWipedRevisions(t *testing.T) {
 			return err
 		})
 		assert.Equal(t, before, counter.Writes())
-	})
-}
-
-func waitOwner(t *testing.T, kc kubernetes.Interface, ns, cm string, rs *appsv1.ReplicaSet) {
-	t.Helper()
-	controlplane.Eventually(t, 15*time.Second, cm+" owned by "+rs.Name, func() error {
-		obj, err := kc.CoreV1().ConfigMaps(ns).Get(context.Background(), cm, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		for _, r := range obj.OwnerReferences {
-			if r.UID == rs.UID {
-				return nil
-			}
-		}
-		return fmt.Errorf("owners %v", obj.OwnerReferences)
 	})
 }
