@@ -323,7 +323,11 @@ func TestSubscriberKilledLosesNothing(t *testing.T) {
 	_ = child.Wait()
 	t.Logf("killed the subscriber mid-stream: %v", f.allAttached(sets, m))
 
-	f.start(f.subscriber(&countingClusters{a: f.att}, prometheus.NewRegistry()))
+	// The replacement runs with the child's flags (the durable's limits follow the flags:
+	// another AckWait would re-time the redelivery of what the child held).
+	f.start(f.subscriber(&countingClusters{a: f.att}, prometheus.NewRegistry(), func(o *eventbus.SubscriberOptions) {
+		o.AckWait, o.MaxInFlight = 2*time.Second, 4
+	}))
 	controlplane.Eventually(t, 60*time.Second, "every ReplicaSet to be attached", func() error { return f.allAttached(sets, m) })
 	controlplane.Eventually(t, 20*time.Second, "the stream to be fully acked", f.consumerIdle)
 }
