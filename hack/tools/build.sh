@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # Builds the pinned real components into ./bin: etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler, the Argo Events binary, the Argo Rollouts
-# controller and its kubectl plugin, and kwok. A binary already built at the pinned
-# version (recorded in bin/.<name>.version) is skipped. Usage: build.sh [NAME...]
+# controller and its kubectl plugin, kwok, and for Argo CD: the argocd binary (application
+# controller and repo-server), a Redis server, helm and kustomize. A binary already built
+# at the pinned version (recorded in bin/.<name>.version) is skipped. Usage: build.sh [NAME...]
+# Argo CD v3.6 declares go 1.27: its module alone is built with ARGOCD_GOTOOLCHAIN
+# (default go1.27.3, which the go command fetches from the module proxy).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bin="$root/bin"
 mkdir -p "$bin"
 export GOFLAGS="${GOFLAGS:-} -mod=mod"
 export CGO_ENABLED=0
+argocd_toolchain=${ARGOCD_GOTOOLCHAIN:-go1.27.3}
 
 # version_of MODULE_DIR MODULE: the version that folder's go.mod pins.
 version_of() { (cd "$1" && go list -m -f '{{.Version}}' "$2"); }
@@ -42,7 +46,7 @@ kube_ldflags() {
 
 want=("$@")
 [[ ${#want[@]} -eq 0 ]] && want=(etcd kube-apiserver kube-controller-manager kube-scheduler argo-events \
-  rollouts-controller kubectl-argo-rollouts kwok)
+  rollouts-controller kubectl-argo-rollouts kwok argocd redis helm kustomize)
 for name in "${want[@]}"; do
   case "$name" in
     etcd)
@@ -62,6 +66,23 @@ for name in "${want[@]}"; do
     kwok)
       v=$(version_of "$root/hack/tools/kwok" sigs.k8s.io/kwok)
       build kwok "$root/hack/tools/kwok" sigs.k8s.io/kwok/cmd/kwok "$v" "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${v#v}" ;;
+    argocd)
+      export GOTOOLCHAIN=$argocd_toolchain
+      v=$(version_of "$root/hack/tools/argocd" github.com/argoproj/argo-cd/v3)
+      build argocd "$root/hack/tools/argocd" github.com/argoproj/argo-cd/v3/cmd "$v" \
+        "-s -w -X github.com/argoproj/argo-cd/v3/common.version=${v#v} -X github.com/argoproj/argo-cd/v3/common.buildDate=1970-01-01T00:00:00Z -X github.com/argoproj/argo-cd/v3/common.gitTreeState=clean"
+      unset GOTOOLCHAIN ;;
+    redis)
+      v=$(version_of "$root/hack/tools/redis" github.com/alicebob/miniredis/v2)
+      build redis "$root/hack/tools/redis" . "$v" "-s -w" ;;
+    helm)
+      v=$(version_of "$root/hack/tools/helm" helm.sh/helm/v3)
+      build helm "$root/hack/tools/helm" helm.sh/helm/v3/cmd/helm "$v" \
+        "-s -w -X helm.sh/helm/v3/internal/version.version=$v -X helm.sh/helm/v3/internal/version.gitTreeState=clean" ;;
+    kustomize)
+      v=$(version_of "$root/hack/tools/kustomize" sigs.k8s.io/kustomize/kustomize/v5)
+      build kustomize "$root/hack/tools/kustomize" sigs.k8s.io/kustomize/kustomize/v5 "$v" \
+        "-s -w -X sigs.k8s.io/kustomize/api/provenance.version=kustomize/$v -X sigs.k8s.io/kustomize/api/provenance.buildDate=1970-01-01T00:00:00Z" ;;
     *) echo "tools: unknown tool $name" >&2; exit 2 ;;
   esac
 done
