@@ -1,0 +1,160 @@
+package argocd
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+)
+
+// Toolchain is the Go toolchain of hack/tools/argocd (argo-cd v3.6 declares go 1.27);
+// it is used for that module's commands only. ARGOCD_GOTOOLCHAIN overrides it.
+const Toolchain = "go1.27.3"
+
+// Resources of Argo CD's CRDs.
+var (
+	ApplicationGVR = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "applications"}
+	AppProjectGVR  = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "appprojects"}
+	crdGVR         = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+)
+
+// partOf is the label Argo CD reads its settings (argocd-cm, argocd-secret) by.
+var partOf = map[string]string{"app.kubernetes.io/part-of": "argocd"}
+
+// moduleDir is the module-cache folder of the argo-cd module hack/tools/argocd pins
+// (downloaded and checksum-verified against its go.sum if needed).
+func moduleDir(ctx context.Context, root string) (string, error) {
+	tc := os.Getenv("ARGOCD_GOTOOLCHAIN")
+	if tc == "" {
+		tc = Toolchain
+	}
+	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", "github.com/argoproj/argo-cd/v3")
+	cmd.Dir = filepath.Join(root, "hack", "tools", "argocd")
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOTOOLCHAIN="+tc)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("go mod download argo-cd: %w: %s%s", err, stderr.String(), out)
+	}
+	var info struct{ Dir, Error string }
+	if err := json.Unmarshal(out, &info); err != nil {
+		return "", fmt.Errorf("go mod download argo-cd: %w", err)
+	}
+	if info.Error != "" || info.Dir == "" {
+		return "", fmt.Errorf("go mod download argo-cd: %s", info.Error)
+	}
+	return info.Dir, nil
+}
+
+// install creates what argocd-server (or the install manifests) would: the CRDs, the
+// namespace, argocd-cm, argocd-secret and the default AppProject.
+func (a *ArgoCD) install(ctx context.Context, mod string) error {
+	if err := a.installCRDs(ctx, mod); err != nil {
+		return err
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}
+	if _, err := a.kc.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("namespace %s: %w", Namespace, err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "argocd-cm", Namespace: Namespace, Labels: partOf},
+		Data: map[string]string{"timeout.reconciliation": a.opts.Reconciliation.String()}}
+	if _, err := a.kc.CoreV1().ConfigMaps(Namespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("argocd-cm: %w", err)
+	}
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "argocd-secret", Namespace: Namespace, Labels: partOf},
+		StringData: map[string]string{"server.secretkey": randomKey()}}
+	if _, err := a.kc.CoreV1().Secrets(Namespace).Create(ctx, sec, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("argocd-secret: %w", err)
+	}
+	proj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "argoproj.io/v1alpha1", "kind": "AppProject",
+		"metadata": map[string]any{"name": "default", "namespace": Namespace},
+		"spec": map[string]any{
+			"sourceRepos":              []any{"*"},
+			"destinations":             []any{map[string]any{"server": "*", "namespace": "*"}},
+			"clusterResourceWhitelist": []any{map[string]any{"group": "*", "kind": "*"}},
+		},
+	}}
+	if _, err := a.dc.Resource(AppProjectGVR).Namespace(Namespace).Create(ctx, proj, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("AppProject default: %w", err)
+	}
+	return nil
+}
+
+// installCRDs creates the CRDs of the module's manifests/crds and waits until the
+// apiserver serves them.
+func (a *ArgoCD) installCRDs(ctx context.Context, mod string) error {
+	files, err := filepath.Glob(filepath.Join(mod, "manifests", "crds", "*-crd.yaml"))
+	if err != nil || len(files) == 0 {
+		return fmt.Errorf("no CRDs in %s/manifests/crds (%v)", mod, err)
+	}
+	for _, f := range files {
+		crd, err := readObject(f)
+		if err != nil {
+			return err
+		}
+		if _, err := a.dc.Resource(crdGVR).Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("CRD %s: %w", crd.GetName(), err)
+		}
+	}
+	for _, gvr := range []schema.GroupVersionResource{ApplicationGVR, AppProjectGVR} {
+		if err := poll(ctx, func() error {
+			_, err := a.dc.Resource(gvr).Namespace(Namespace).List(ctx, metav1.ListOptions{Limit: 1})
+			return err
+		}); err != nil {
+			return fmt.Errorf("waiting for %s: %w", gvr.Resource, err)
+		}
+	}
+	return nil
+}
+
+func readObject(path string) (*unstructured.Unstructured, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var m map[string]any
+	if err := utilyaml.NewYAMLOrJSONDecoder(f, 64*1024).Decode(&m); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &unstructured.Unstructured{Object: m}, nil
+}
+
+// backoffStop ends a poll at once with its error.
+type backoffStop struct{ error }
+
+// poll calls check every 100 ms until it returns nil, a backoffStop, or ctx ends.
+func poll(ctx context.Context, check func() error) error {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		err := check()
+		if err == nil {
+			return nil
+		}
+		var stop backoffStop
+		if errors.As(err, &stop) {
+			return stop.error
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,87 @@
+package argocd_test
+
+import (
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/configmap-attacher/configmap-attacher/internal/argocd"
+)
+
+// TestSyncKeepsRevisionsUntilTheirReplicaSetsGo is the GitOps promise under each way
+// Argo CD applies and diffs: an app auto-synced with prune and selfHeal, its config
+// from a Kustomize configMapGenerator and no Prune/compare annotations, gets three
+// commits of new config. Each time the new revision is attached, the app is Synced and
+// Healthy, the revision dropped from Git is not pruned while a ReplicaSet owns it, and
+// it goes (garbage-collected) with that ReplicaSet.
+func TestSyncKeepsRevisionsUntilTheirReplicaSetsGo(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		app  argocd.App
+	}{
+		{name: "client-side-apply", app: argocd.App{}},
+		{name: "server-side-apply-and-diff", app: argocd.App{SyncOptions: []string{"ServerSideApply=true"}, ServerSideDiff: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t, "sync-"+tc.name[:6])
+			w.serveWatcher()
+			threeCommits(w, tc.app)
+		})
+	}
+}
+
+// threeCommits runs the three commits of new config and their checks; it returns the
+// last commit's revision and ReplicaSet.
+func threeCommits(w *world, app argocd.App) (string, *appsv1.ReplicaSet) {
+	w.t.Helper()
+	var names []string
+	var owners []*appsv1.ReplicaSet
+	for v := 1; v <= 3; v++ {
+		sha := w.commit("config version "+itoa(v), webFiles("web", v))
+		if v == 1 {
+			app.Path = "web"
+			w.createApp(app)
+		}
+		st := w.waitHealthy(sha)
+		if len(st.Pruned) > 0 {
+			w.t.Fatalf("commit %d: the sync pruned %v", v, st.Pruned)
+		}
+		cm, rs := w.current("web")
+		w.waitOwned(cm, rs)
+		created, owned := w.rec.at("ConfigMap", cm)
+		rsCreated, _ := w.rec.at("ReplicaSet", rs.Name)
+		report(w.t.Name()+" commit "+itoa(v)+": revision created -> owned", "%s (ReplicaSet created -> owned %s)",
+			owned.Sub(created).Round(ms), owned.Sub(rsCreated).Round(ms))
+		names, owners = append(names, cm), append(owners, rs)
+		if v >= 2 {
+			if names[v-1] == names[v-2] {
+				w.t.Fatalf("commit %d: the generated name did not change (%s)", v, cm)
+			}
+			// Dropped from Git by this commit and synced with prune: still here, owned.
+			w.mustBeOwned(names[v-2], owners[v-2])
+		}
+	}
+	// revisionHistoryLimit 1: the Rollouts controller deletes the first ReplicaSet once
+	// the third is stable; the garbage collector then deletes the first revision.
+	first, rs1 := names[0], owners[0]
+	w.waitGone("ReplicaSet "+rs1.Name, func() error {
+		_, err := w.kc.AppsV1().ReplicaSets(w.ns).Get(w.ctx, rs1.Name, metav1.GetOptions{})
+		return err
+	})
+	w.waitGone("revision "+first, func() error {
+		_, err := w.kc.CoreV1().ConfigMaps(w.ns).Get(w.ctx, first, metav1.GetOptions{})
+		return err
+	})
+	rsGone, _ := w.rec.deletedAt("ReplicaSet", rs1.Name)
+	cmGone, _ := w.rec.deletedAt("ConfigMap", first)
+	if cmGone.Before(rsGone) {
+		w.t.Fatalf("revision %s was deleted (%s) before its ReplicaSet %s (%s)", first, cmGone, rs1.Name, rsGone)
+	}
+	w.mustBeOwned(names[1], owners[1])
+	if st, err := w.status(); err != nil || st.Sync != "Synced" || len(st.OutOfSync) > 0 {
+		w.t.Fatalf("after the garbage collection: %s (%v)", st, err)
+	}
+	return names[2], owners[2]
+}
