@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/argocd"
@@ -84,4 +85,27 @@ func threeCommits(w *world, app argocd.App) (string, *appsv1.ReplicaSet) {
 		w.t.Fatalf("after the garbage collection: %s (%v)", st, err)
 	}
 	return names[2], owners[2]
+}
+
+// TestWithoutTheServiceArgoCDPrunesTheDroppedRevision is the control of the scenarios
+// above: with no configmap-attacher, the revision a commit drops from Git is pruned by
+// that commit's sync while its ReplicaSet still exists (the hazard the service removes),
+// so their "not pruned" checks are not vacuous.
+func TestWithoutTheServiceArgoCDPrunesTheDroppedRevision(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "control")
+	sha := w.commit("config version 1", webFiles("web", 1))
+	w.createApp(argocd.App{Path: "web"})
+	w.waitHealthy(sha)
+	first, rs1 := w.current("web")
+	sha = w.commit("config version 2", webFiles("web", 2))
+	w.waitHealthy(sha)
+	// Nothing else deletes it here: no owner, no service (the last operation's result may
+	// be a later selfHeal sync at the same commit, so it is not read for the prune).
+	if _, err := w.kc.CoreV1().ConfigMaps(w.ns).Get(w.ctx, first, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("revision %s: %v, want it pruned", first, err)
+	}
+	if _, err := w.kc.AppsV1().ReplicaSets(w.ns).Get(w.ctx, rs1.Name, metav1.GetOptions{}); err != nil {
+		t.Fatalf("its ReplicaSet %s: %v, want it kept in history", rs1.Name, err)
+	}
 }

@@ -74,6 +74,7 @@ func newWorld(t *testing.T, name string) *world {
 		if t.Failed() {
 			w.dumpState()
 		}
+		_ = acd.Delete(context.Background(), w.app)
 	})
 	return w
 }
@@ -133,7 +134,6 @@ func (w *world) createApp(app argocd.App) {
 	if err := acd.Create(w.ctx, app.Object()); err != nil {
 		w.t.Fatal(err)
 	}
-	w.t.Cleanup(func() { _ = acd.Delete(context.Background(), w.app) })
 }
 
 // commit commits files to the scenario's repository and asks Argo CD to refresh.
