@@ -18,7 +18,7 @@ build: ## build bin/configmap-attacher (what ships) and bin/configmap-attacher-d
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/configmap-attacher ./cmd/configmap-attacher
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/configmap-attacher-dev ./cmd/configmap-attacher-dev
 
-tools: ## build every pinned real component into bin/ (first run: about 50 minutes on 2 cores; then skipped)
+tools: ## build every pinned real component into bin/ (first run: about 65 minutes on 2 cores, Argo CD about 10 of them; then skipped)
 	@hack/tools/build.sh
 
 tools-controlplane: ## build only what make run and make demo need: the control plane and its workloads (scheduler, kwok, Argo Rollouts)
