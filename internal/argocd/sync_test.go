@@ -66,20 +66,21 @@ func threeCommits(w *world, app argocd.App) (string, *appsv1.ReplicaSet) {
 	}
 	// revisionHistoryLimit 1: the Rollouts controller deletes the first ReplicaSet once
 	// the third is stable; the garbage collector then deletes the first revision.
+	// Until then, the revision is never found gone while the ReplicaSet is still live
+	// (looked up in that order: a revision gone before a live ReplicaSet is a violation).
 	first, rs1 := names[0], owners[0]
 	w.waitGone("ReplicaSet "+rs1.Name, func() error {
-		_, err := w.kc.AppsV1().ReplicaSets(w.ns).Get(w.ctx, rs1.Name, metav1.GetOptions{})
+		_, cmErr := w.kc.CoreV1().ConfigMaps(w.ns).Get(w.ctx, first, metav1.GetOptions{})
+		rs, err := w.kc.AppsV1().ReplicaSets(w.ns).Get(w.ctx, rs1.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(cmErr) && err == nil && rs.DeletionTimestamp == nil {
+			w.t.Fatalf("revision %s deleted while its ReplicaSet %s is live", first, rs1.Name)
+		}
 		return err
 	})
 	w.waitGone("revision "+first, func() error {
 		_, err := w.kc.CoreV1().ConfigMaps(w.ns).Get(w.ctx, first, metav1.GetOptions{})
 		return err
 	})
-	rsGone, _ := w.rec.deletedAt("ReplicaSet", rs1.Name)
-	cmGone, _ := w.rec.deletedAt("ConfigMap", first)
-	if cmGone.Before(rsGone) {
-		w.t.Fatalf("revision %s was deleted (%s) before its ReplicaSet %s (%s)", first, cmGone, rs1.Name, rsGone)
-	}
 	w.mustBeOwned(names[1], owners[1])
 	if st, err := w.status(); err != nil || st.Sync != "Synced" || len(st.OutOfSync) > 0 {
 		w.t.Fatalf("after the garbage collection: %s (%v)", st, err)

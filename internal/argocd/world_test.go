@@ -69,7 +69,7 @@ func newWorld(t *testing.T, name string) *world {
 	if w.repo, err = argocd.NewRepo(ctx, filepath.Join(t.TempDir(), "git")); err != nil {
 		t.Fatal(err)
 	}
-	w.rec = startRecorder(t, ctx, w.kc, w.ns)
+	w.rec = startRecorder(t, w.kc, w.ns)
 	t.Cleanup(func() {
 		if t.Failed() {
 			w.dumpState()
@@ -281,32 +281,21 @@ func (w *world) dumpState() {
 }
 
 // recorder watches one namespace's ReplicaSets and ConfigMaps and records when each
-// was seen created, first owned, unowned after being owned, and deleted.
+// was seen created, first owned, and how often it lost every owner.
 type recorder struct {
 	mu      sync.Mutex
 	created map[string]time.Time // "ReplicaSet/name", "ConfigMap/name"
 	owned   map[string]time.Time // ConfigMap name -> first seen with an owner
 	dropped map[string]int       // ConfigMap name -> times seen losing every owner
-	deleted map[string]time.Time
 }
 
-func startRecorder(t *testing.T, ctx context.Context, kc kubernetes.Interface, ns string) *recorder {
-	r := &recorder{created: map[string]time.Time{}, owned: map[string]time.Time{}, dropped: map[string]int{}, deleted: map[string]time.Time{}}
+func startRecorder(t *testing.T, kc kubernetes.Interface, ns string) *recorder {
+	r := &recorder{created: map[string]time.Time{}, owned: map[string]time.Time{}, dropped: map[string]int{}}
 	f := informers.NewSharedInformerFactoryWithOptions(kc, 0, informers.WithNamespace(ns))
 	handler := func(kind string) toolscache.ResourceEventHandlerFuncs {
 		return toolscache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { r.seen(kind, nil, obj.(metav1.Object)) },
 			UpdateFunc: func(old, obj any) { r.seen(kind, old.(metav1.Object), obj.(metav1.Object)) },
-			DeleteFunc: func(obj any) {
-				if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-					obj = tomb.Obj
-				}
-				if m, ok := obj.(metav1.Object); ok {
-					r.mu.Lock()
-					r.deleted[kind+"/"+m.GetName()] = time.Now()
-					r.mu.Unlock()
-				}
-			},
 		}
 	}
 	_, _ = f.Apps().V1().ReplicaSets().Informer().AddEventHandler(handler("ReplicaSet"))
@@ -349,12 +338,4 @@ func (r *recorder) droppedOwners(name string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.dropped[name]
-}
-
-// deletedAt returns when kind/name was seen deleted.
-func (r *recorder) deletedAt(kind, name string) (time.Time, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	at, ok := r.deleted[kind+"/"+name]
-	return at, ok
 }
