@@ -104,6 +104,9 @@ type Status struct {
 	OutOfSync []string
 	// Pruned lists what the last sync operation pruned, as Kind/Name.
 	Pruned []string
+	// NotHealthy lists the resources whose health is not Healthy, as
+	// "Kind/Name: status message".
+	NotHealthy []string
 	// Conditions are status.conditions, as "type: message".
 	Conditions []string
 }
@@ -120,6 +123,9 @@ func StatusOf(app *unstructured.Unstructured) Status {
 		m, _ := r.(map[string]any)
 		if m["status"] != "Synced" {
 			s.OutOfSync = append(s.OutOfSync, fmt.Sprintf("%v/%v", m["kind"], m["name"]))
+		}
+		if h, ok := m["health"].(map[string]any); ok && h["status"] != "Healthy" {
+			s.NotHealthy = append(s.NotHealthy, fmt.Sprintf("%v/%v: %v %v", m["kind"], m["name"], h["status"], h["message"]))
 		}
 	}
 	done, _, _ := unstructured.NestedSlice(app.Object, "status", "operationState", "syncResult", "resources")
@@ -176,8 +182,8 @@ func (s Status) HealthyAt(sha string) error {
 }
 
 func (s Status) String() string {
-	return fmt.Sprintf("sync %s at %.8s, health %s, operation %s at %.8s (%s), out of sync %v, pruned %v, conditions [%s]",
-		s.Sync, s.Revision, s.Health, s.OpPhase, s.OpRevision, s.OpMessage, s.OutOfSync, s.Pruned, strings.Join(s.Conditions, "; "))
+	return fmt.Sprintf("sync %s at %.8s, health %s %v, operation %s at %.8s (%s), out of sync %v, pruned %v, conditions [%s]",
+		s.Sync, s.Revision, s.Health, s.NotHealthy, s.OpPhase, s.OpRevision, s.OpMessage, s.OutOfSync, s.Pruned, strings.Join(s.Conditions, "; "))
 }
 
 // MarshalStatus is the Application's status as JSON (for failure messages).

@@ -155,7 +155,10 @@ func (a *ArgoCD) startProcesses(ctx context.Context, mod string) error {
 	}
 	ctrlArgs := []string{"--kubeconfig", a.opts.Kubeconfig, "--namespace", Namespace, "--redis", redis,
 		"--repo-server", repo, "--repo-server-plaintext", "--metrics-port", strconv.Itoa(ports[3]),
-		"--app-resync", strconv.Itoa(int(a.opts.Reconciliation.Seconds())), "--loglevel", "info"}
+		"--app-resync", strconv.Itoa(int(a.opts.Reconciliation.Seconds())), "--loglevel", "info",
+		// Each resource's health in the Application's status (v3 keeps it out by default),
+		// for tests and failure messages.
+		"--persist-resource-health"}
 	ctrlEnv := []string{"ARGOCD_BINARY_NAME=argocd-application-controller", "ARGOCD_FAKE_IN_CLUSTER=true",
 		"KUBECONFIG=" + a.opts.Kubeconfig, "HOME=" + a.mkdir("home")}
 	return a.run(ctx, "application-controller", "127.0.0.1:"+strconv.Itoa(ports[3]), argocd, ctrlArgs, ctrlEnv)
