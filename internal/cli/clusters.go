@@ -69,7 +69,7 @@ func targetName(t target) string { return t.name }
 // kubeconfig contexts. Invalid Argo CD Secrets are logged and skipped.
 func (c *ClusterFlags) targets(ctx context.Context, log *slog.Logger) ([]target, error) {
 	if !c.multi() {
-		clients, nss, err := c.connect()
+		clients, nss, err := c.connect(ctx)
 		if err != nil {
 			return nil, err
 		}

@@ -75,7 +75,7 @@ func (c *ClusterFlags) validate() (labels.Selector, error) {
 	return sel, nil
 }
 
-func (c *ClusterFlags) connect() (*kube.Clients, []string, error) {
+func (c *ClusterFlags) connect(ctx context.Context) (*kube.Clients, []string, error) {
 	opts := kube.ConfigOptions{Kubeconfig: c.Kubeconfig, Context: c.Context, InCluster: c.InCluster}
 	cfg, err := kube.RESTConfig(opts)
 	if err != nil {
@@ -94,7 +94,7 @@ func (c *ClusterFlags) connect() (*kube.Clients, []string, error) {
 			return nil, nil, err
 		}
 	}
-	return clients, []string{ns}, nil
+	return clients, []string{ns}, checkNamespace(ctx, clients.Kube, ns)
 }
 
 // GCOptions are the flags of `configmap-attacher gc`.
@@ -109,11 +109,12 @@ type GCOptions struct {
 	BlockOwnerDeletion bool
 	LogLevel           string
 	LogFormat          string
+	Verbose            int
 }
 
 // DefaultGCOptions returns the defaults: client dry run, table output, gc.DefaultMinAge, gc.DefaultKeep.
 func DefaultGCOptions() GCOptions {
-	return GCOptions{DryRun: DryRunClient, Output: "table", MinAge: gc.DefaultMinAge, Keep: gc.DefaultKeep, LogLevel: "info", LogFormat: "text"}
+	return GCOptions{DryRun: DryRunClient, Output: "table", MinAge: gc.DefaultMinAge, Keep: gc.DefaultKeep, LogFormat: "text"}
 }
 
 // AddFlags binds the options to fs.
@@ -125,8 +126,7 @@ func (o *GCOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.MinAge, "gc-min-age", o.MinAge, "grace period: revisions younger than this are kept")
 	fs.IntVar(&o.Keep, "gc-keep", o.Keep, "keep the newest N unreferenced revisions of each family")
 	fs.BoolVar(&o.BlockOwnerDeletion, "block-owner-deletion", o.BlockOwnerDeletion, "set blockOwnerDeletion on ownerReferences added by repairs")
-	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "log level: debug, info, warn, error")
-	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "log format: text or json")
+	addLogFlags(fs, &o.LogLevel, &o.LogFormat, &o.Verbose)
 }
 
 // Validate checks the options and returns the parsed selector. Errors are usage errors (exit 2).
@@ -196,7 +196,7 @@ func (o *GCOptions) Run(ctx context.Context, s *Streams) error {
 	if err != nil {
 		return err
 	}
-	log, err := NewLogger(s.Err, o.LogLevel, o.LogFormat)
+	log, err := NewLogger(s.Err, logLevel(o.LogLevel, o.Verbose), o.LogFormat)
 	if err != nil {
 		return err
 	}

@@ -37,11 +37,14 @@ type StatusOptions struct {
 	// MinAge and Keep classify orphans as the gc command would.
 	MinAge time.Duration
 	Keep   int
+	// Logging: quiet unless -v or --log-level.
+	LogLevel, LogFormat string
+	Verbose             int
 }
 
 // DefaultStatusOptions returns the defaults: text output, 2s watch interval, gc defaults.
 func DefaultStatusOptions() StatusOptions {
-	return StatusOptions{Output: "text", Interval: 2 * time.Second, MinAge: gc.DefaultMinAge, Keep: gc.DefaultKeep}
+	return StatusOptions{Output: "text", Interval: 2 * time.Second, MinAge: gc.DefaultMinAge, Keep: gc.DefaultKeep, LogFormat: "text"}
 }
 
 // AddFlags binds the options to fs.
@@ -52,6 +55,7 @@ func (o *StatusOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.Interval, "interval", o.Interval, "how often --watch reads the cluster")
 	fs.DurationVar(&o.MinAge, "gc-min-age", o.MinAge, "grace period used to classify orphans (as gc)")
 	fs.IntVar(&o.Keep, "gc-keep", o.Keep, "keep-N used to classify orphans (as gc)")
+	addLogFlags(fs, &o.LogLevel, &o.LogFormat, &o.Verbose)
 }
 
 // Validate checks the options; errors are usage errors (exit 2).
@@ -334,7 +338,7 @@ func (o *StatusOptions) Run(ctx context.Context, s *Streams) error {
 	if err != nil {
 		return err
 	}
-	log, err := NewLogger(s.Err, "warn", "text")
+	log, err := NewLogger(s.Err, logLevel(o.LogLevel, o.Verbose), o.LogFormat)
 	if err != nil {
 		return err
 	}
