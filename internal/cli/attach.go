@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,6 +9,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -24,6 +24,8 @@ import (
 
 func init() { register(newAttachCommand) }
 
+var attachOutputs = []string{OutputText, OutputWide, OutputJSON, OutputYAML, OutputName}
+
 // AttachOptions are the flags of `configmap-attacher attach` and of the legacy
 // one-shot Job form.
 type AttachOptions struct {
@@ -35,7 +37,8 @@ type AttachOptions struct {
 	Timeout                         time.Duration
 	Interval                        time.Duration
 	Output                          string
-	DryRun                          bool
+	// DryRun is none (default), client or server (docs/cli.md).
+	DryRun                          string
 	Discover                        bool
 	Selector                        string
 	IncludeSecrets                  bool
@@ -44,7 +47,9 @@ type AttachOptions struct {
 	Verbose                         int
 	// Cluster (--cluster) names the cluster: a kubeconfig context, or with
 	// ArgoCDNamespace (--argocd-clusters) an Argo CD cluster Secret's cluster.
+	// Clusters holds the flag's values: attach works in one.
 	Cluster         string
+	Clusters        []string
 	ArgoCDNamespace string
 
 	// legacy marks the old Job's form: only the listed names are attached.
@@ -53,7 +58,7 @@ type AttachOptions struct {
 
 // DefaultAttachOptions returns the defaults shared by both forms.
 func DefaultAttachOptions() AttachOptions {
-	return AttachOptions{Timeout: 5 * time.Minute, Interval: time.Second, Output: "text", Discover: true,
+	return AttachOptions{Timeout: 5 * time.Minute, Interval: time.Second, Output: OutputText, DryRun: DryRunNone, Discover: true,
 		Selector: core.DefaultSelector, LogFormat: "text"}
 }
 
@@ -68,15 +73,15 @@ func (o *AttachOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig file (default $KUBECONFIG or ~/.kube/config, then in-cluster)")
 	fs.StringVar(&o.Context, "context", o.Context, "kubeconfig context")
 	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "how long to wait for the workload's current ReplicaSet")
-	fs.StringVarP(&o.Output, "output", "o", o.Output, "output format: text or json")
-	fs.BoolVar(&o.DryRun, "dry-run", o.DryRun, "report what would be attached, write nothing")
+	addOutputFlag(fs, &o.Output, attachOutputs...)
+	addDryRunFlag(fs, &o.DryRun, "attaches")
 	fs.BoolVar(&o.Discover, "discover", o.Discover, "also attach opted-in objects the pod template references")
-	fs.StringVar(&o.Selector, "selector", o.Selector, "label selector a discovered object must match")
+	fs.StringVarP(&o.Selector, "selector", "l", o.Selector, "label selector a discovered object must match")
 	fs.BoolVar(&o.IncludeSecrets, "include-secrets", o.IncludeSecrets, "also attach opted-in Secrets")
 	fs.BoolVar(&o.BlockOwnerDeletion, "block-owner-deletion", o.BlockOwnerDeletion, "set blockOwnerDeletion (needs delete rights on ReplicaSets/finalizers)")
 	addLogFlags(fs, &o.LogLevel, &o.LogFormat, &o.Verbose)
-	fs.StringVar(&o.Cluster, "cluster", o.Cluster, "cluster to work in: a kubeconfig context (named in the result), or with --argocd-clusters an Argo CD cluster name")
-	fs.StringVar(&o.ArgoCDNamespace, "argocd-clusters", o.ArgoCDNamespace, "resolve --cluster through the Argo CD cluster Secrets in this namespace")
+	fs.StringArrayVar(&o.Clusters, "cluster", o.Clusters, clusterFlagHelp+" (attach: one)")
+	fs.StringVar(&o.ArgoCDNamespace, "argocd-clusters", o.ArgoCDNamespace, argoCDFlagHelp)
 }
 
 // Validate checks the options and returns the workload kind and name to resolve.
@@ -102,15 +107,25 @@ func (o *AttachOptions) Validate() (kind, name string, opts core.Options, err er
 			return "", "", opts, usagef("namespace %q: %s", o.Namespace, strings.Join(errs, "; "))
 		}
 	}
-	if o.Output != "text" && o.Output != "json" {
-		return "", "", opts, usagef("--output %q: want text or json", o.Output)
+	if err := validOutput(&o.Output, attachOutputs...); err != nil {
+		return "", "", opts, err
+	}
+	if err := validDryRun(&o.DryRun); err != nil {
+		return "", "", opts, err
+	}
+	switch len(o.Clusters) {
+	case 0:
+	case 1:
+		o.Cluster = o.Clusters[0]
+	default:
+		return "", "", opts, usagef("--cluster: attach works in one cluster, got %d", len(o.Clusters))
 	}
 	if o.Timeout <= 0 {
 		return "", "", opts, usagef("--timeout must be positive")
 	}
 	spec := map[string]string{
 		core.SpecConfigMaps: o.ConfigMaps, core.SpecSecrets: o.Secrets, core.SpecSelector: o.Selector,
-		core.SpecDiscover: fmt.Sprint(o.Discover), core.SpecDryRun: fmt.Sprint(o.DryRun),
+		core.SpecDiscover: fmt.Sprint(o.Discover), core.SpecDryRun: fmt.Sprint(o.DryRun == DryRunClient),
 		core.SpecIncludeSecrets: fmt.Sprint(o.IncludeSecrets || o.Secrets != ""),
 	}
 	opts, err = core.ParseSpec(spec)
@@ -151,7 +166,8 @@ template references. Existing owners are kept. With listed names it waits for th
 ReplicaSet whose pod template uses them, never attaching them to an older one
 (names no template uses go to the current ReplicaSet, as the old Job did).
 
-Exit codes: 0 success, 1 failure (one-line reason on stderr), 2 usage error.`,
+Exit codes: 0 success, 1 failure (one-line reason on stderr), 2 usage error,
+130/143 interrupted by SIGINT/SIGTERM (docs/cli.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return o.Run(cmd.Context(), s)
@@ -246,7 +262,7 @@ func (o *AttachOptions) Run(ctx context.Context, s *Streams) error {
 		return err
 	}
 	res, attachErr := att.Attach(ctx, core.Event{Namespace: ns, Name: rs.Name, UID: rs.UID, Options: opts})
-	if err := printResult(s.Out, o.Output, &res, note); err != nil {
+	if err := printResult(s.Out, o.Output, AttachOutput{Result: &res, DryRun: o.DryRun, Note: note}); err != nil {
 		return err
 	}
 	if attachErr != nil {
@@ -264,6 +280,9 @@ func (o *AttachOptions) connect(ctx context.Context) (*kube.Clients, string, err
 	cfg, err := o.restConfig(ctx)
 	if err != nil {
 		return nil, "", err
+	}
+	if o.DryRun == DryRunServer {
+		cfg = serverDryRun(cfg)
 	}
 	ns := o.Namespace
 	if ns == "" {
@@ -338,22 +357,56 @@ func contextNamespace(o *AttachOptions) (string, error) {
 	return ns, nil
 }
 
-func printResult(w io.Writer, format string, res *core.Result, note string) error {
-	if format == "json" {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
+// AttachOutput is what `attach -o json|yaml` prints: the core's result, with the dry
+// run as on every command (none, client or server) and the note on the owner chosen.
+type AttachOutput struct {
+	*core.Result
+	DryRun string `json:"dryRun"`
+	Note   string `json:"note,omitempty"`
+}
+
+func printResult(w io.Writer, format string, out AttachOutput) error {
+	if ok, err := writeStructured(w, format, out); ok {
+		return err
 	}
-	fmt.Fprintln(w, res.Summary())
-	for _, or := range res.Objects {
-		line := fmt.Sprintf("  %-9s %-40s %s", or.Kind, or.Name, or.Outcome)
-		if or.Reason != "" {
-			line += " (" + or.Reason + ")"
+	res := out.Result
+	if format == OutputName {
+		for _, or := range res.Objects {
+			switch or.Outcome {
+			case core.OutcomeAttached, core.OutcomeAlreadyAttached, core.OutcomeWouldAttach:
+				fmt.Fprintf(w, "%s/%s\n", strings.ToLower(string(or.Kind)), or.Name)
+			}
 		}
-		fmt.Fprintln(w, line)
+		return nil
 	}
-	if note != "" {
-		fmt.Fprintln(w, "note: "+note)
+	title := res.Summary()
+	if out.DryRun != DryRunNone {
+		title += " (dry run: " + out.DryRun + ", nothing stored)"
+	}
+	fmt.Fprintln(w, title)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, or := range res.Objects {
+		line := fmt.Sprintf("  %s\t%s\t%s", or.Kind, or.Name, or.Outcome)
+		if format == OutputWide {
+			line += "\t" + dash(strings.Join(or.From, ",")) + "\t" + dash(strings.Join(or.Owners, ","))
+		}
+		if or.Reason != "" {
+			line += "\t(" + or.Reason + ")"
+		}
+		fmt.Fprintln(tw, line)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if out.Note != "" {
+		fmt.Fprintln(w, "note: "+out.Note)
 	}
 	return nil
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

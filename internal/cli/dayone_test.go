@@ -173,3 +173,86 @@ func TestInterruptedWaitSaysSoAndExitsWithTheSignalsCode(t *testing.T) {
 		})
 	}
 }
+
+// One vocabulary across commands (issue 18, second group): the same flag means the
+// same, and the same mistake gets the same exit code, on every command.
+func TestFirstHourOneVocabulary(t *testing.T) {
+	cp := controlplane.Require(t, sharedCP)
+	ctx := context.Background()
+	kc := cp.Client()
+	ns := newNamespace(t, cp)
+	empty := newNamespace(t, cp)
+	testfix.CreateReplicaSet(t, kc, ns, "web-1", "web-config")
+	_, err := kc.CoreV1().ConfigMaps(ns).Create(ctx, testfix.Revision(ns, "web-config"), metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = kc.CoreV1().ConfigMaps(ns).Create(ctx, testfix.Revision(ns, "old-config"), metav1.CreateOptions{})
+	require.NoError(t, err)
+	kcfg := cp.Kubeconfig()
+	attach := func(extra ...string) []string {
+		return append([]string{"attach", "--kubeconfig", kcfg, "-n", ns, "--replicaset", "web-1"}, extra...)
+	}
+	gcArgs := func(extra ...string) []string {
+		return append([]string{"gc", "--kubeconfig", kcfg, "-n", ns, "--gc-min-age=0s", "--gc-keep=0"}, extra...)
+	}
+
+	runTable(t, []dayOneCase{
+		{name: "attach --dry-run=server is the apiserver's dry run", args: attach("--dry-run=server"),
+			wantCode: 0, wantOut: []string{"web-config", "attached", "(dry run: server, nothing stored)"}, emptyErr: true},
+		{name: "attach --dry-run is client", args: attach("--dry-run"),
+			wantCode: 0, wantOut: []string{"would-attach", "(dry run: client, nothing stored)"}},
+		{name: "attach --dry-run with a bad value", args: attach("--dry-run=maybe"),
+			wantCode: 2, wantErr: []string{`--dry-run "maybe": want none, client or server`}, errLines: 1},
+		{name: "gc --dry-run with a bad value", args: gcArgs("--dry-run=maybe"),
+			wantCode: 2, wantErr: []string{`--dry-run "maybe": want none, client or server`}, errLines: 1},
+		{name: "serve --gc-dry-run with a bad value", args: []string{"serve", "--kubeconfig", kcfg, "--gc-dry-run=maybe"},
+			wantCode: 2, wantErr: []string{`--gc-dry-run "maybe": want none, client or server`}, errLines: 1},
+		{name: "attach -o yaml", args: attach("--dry-run", "-o", "yaml"),
+			wantCode: 0, wantOut: []string{"dryRun: client", "cluster: in-cluster", "name: web-config"}},
+		{name: "attach -o name", args: attach("--dry-run", "-o", "name"),
+			wantCode: 0, wantFirst: "configmap/web-config"},
+		{name: "attach -o wide shows where each name came from", args: attach("--dry-run", "-o", "wide"),
+			wantCode: 0, wantOut: []string{"volume/cfg", "ReplicaSet/web-1"}},
+		{name: "attach -l narrows discovery", args: attach("--dry-run", "-l", "configmap-attacher.io/revision=true,team=none"),
+			wantCode: 0, wantOut: []string{"labels do not match the selector"}},
+		{name: "attach -o with a bad value", args: attach("-o", "xml"),
+			wantCode: 2, wantErr: []string{`--output "xml": want text, wide, json, yaml or name`}, errLines: 1},
+		{name: "gc -o with a bad value", args: gcArgs("-o", "xml"),
+			wantCode: 2, wantErr: []string{`--output "xml": want text, wide, json, yaml or name`}, errLines: 1},
+		{name: "status -o with a bad value", args: []string{"status", "-o", "xml"},
+			wantCode: 2, wantErr: []string{`--output "xml": want text, wide, json or yaml`}, errLines: 1},
+		{name: "gc -o name lists the revisions", args: gcArgs("-o", "name"),
+			wantCode: 0, wantOut: []string{"configmap/old-config\n", "configmap/web-config\n"}},
+		{name: "gc -o wide adds who references and owns", args: gcArgs("-o", "wide"),
+			wantCode: 0, wantOut: []string{"REFERENCED-BY", "OWNERS", "ReplicaSet/web-1"}},
+		{name: "gc -o json: seconds, one type per field, the service's cluster name", args: gcArgs("-o", "json"),
+			wantCode: 0, wantOut: []string{`"dryRun": "client"`, `"minAgeSeconds": 0`, `"cluster": "in-cluster"`, `"ageSeconds": `},
+			noErr: []string{"error"}},
+		{name: "gc on a namespace without revisions prints no empty table", args: []string{"gc", "--kubeconfig", kcfg, "-n", empty},
+			wantCode: 0, wantFirst: "no opted-in revisions found", emptyErr: true},
+		{name: "status -o yaml", args: []string{"status", "--kubeconfig", kcfg, "-n", ns, "-o", "yaml"},
+			wantCode: 0, wantOut: []string{"cluster: in-cluster", "namespace: " + ns}},
+		{name: "attach works in one cluster", args: attach("--cluster", "a", "--cluster", "b"),
+			wantCode: 2, wantErr: []string{"--cluster: attach works in one cluster"}, errLines: 1},
+		{name: "version", args: []string{"version"}, wantCode: 0, wantOut: []string{"configmap-attacher " + cli.Version}, emptyErr: true},
+		{name: "version -o json", args: []string{"version", "-o", "json"}, wantCode: 0, wantOut: []string{`"version": "` + cli.Version + `"`}},
+		{name: "a flag typo gets a suggestion", args: []string{"attach", "--namspace", ns},
+			wantCode: 2, wantErr: []string{"unknown flag: --namspace (did you mean --namespace?)"}, errLines: 1},
+		{name: "a flag typo on gc gets a suggestion", args: []string{"gc", "--dryrun"},
+			wantCode: 2, wantErr: []string{"(did you mean --dry-run?)"}, errLines: 1},
+		{name: "a long flag with one dash is named", args: []string{"gc", "-namespace", ns},
+			wantCode: 2, wantErr: []string{"-namespace: long flags take two dashes: --namespace"}, errLines: 1},
+		{name: "a subcommand typo gets a suggestion", args: []string{"stauts"},
+			wantCode: 2, wantErr: []string{`unknown command "stauts" for "configmap-attacher" (did you mean status?)`}, errLines: 1},
+		{name: "a kubeconfig that does not exist: attach", args: []string{"attach", "--kubeconfig", "/nonexistent", "--rollout", "x"},
+			wantCode: 1, wantErr: []string{"/nonexistent"}, errLines: 1},
+		{name: "a kubeconfig that does not exist: gc", args: []string{"gc", "--kubeconfig", "/nonexistent"},
+			wantCode: 1, wantErr: []string{"/nonexistent"}, errLines: 1},
+		{name: "a kubeconfig that does not exist: status", args: []string{"status", "--kubeconfig", "/nonexistent"},
+			wantCode: 1, wantErr: []string{"/nonexistent"}, errLines: 1},
+	})
+	cm, err := kc.CoreV1().ConfigMaps(ns).Get(ctx, "web-config", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, cm.OwnerReferences, "no dry run stored anything")
+	_, err = kc.CoreV1().ConfigMaps(ns).Get(ctx, "old-config", metav1.GetOptions{})
+	require.NoError(t, err, "gc's default is a dry run")
+}

@@ -69,7 +69,15 @@ func Main(ctx context.Context, args []string, s Streams) int {
 	} else {
 		root := NewRoot(&s)
 		root.SetArgs(args)
-		err = root.ExecuteContext(ctx)
+		if err = oneDashLongFlag(root, args); err == nil {
+			err = root.ExecuteContext(ctx)
+		}
+		if err != nil && strings.HasPrefix(err.Error(), "unknown command") && len(args) > 0 {
+			err = usageError{err}
+			if sug := root.SuggestionsFor(args[0]); len(sug) > 0 {
+				err = usagef("%v (did you mean %s?)", err, sug[0])
+			}
+		}
 	}
 	if err != nil && ctx.Err() != nil {
 		return interrupted(ctx, s.Err)
@@ -104,15 +112,40 @@ The legacy one-shot Job form still works:
 		Version:       Version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// Main suggests the closest subcommand, in the words used for flags.
+		DisableSuggestions:         true,
+		SuggestionsMinimumDistance: 2,
 	}
 	root.SetIn(s.In)
 	root.SetOut(s.Out)
 	root.SetErr(s.Err)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(flagError)
 	for _, f := range commands {
 		root.AddCommand(f(s))
 	}
 	return root
+}
+
+// oneDashLongFlag refuses a subcommand's long flag written with one dash (-namespace, as
+// in the old Job's form), which the flag parser would read as -n amespace.
+func oneDashLongFlag(root *cobra.Command, args []string) error {
+	cmd, rest, err := root.Find(args)
+	if err != nil || cmd == root {
+		return nil
+	}
+	for _, a := range rest {
+		if a == "--" {
+			return nil
+		}
+		if len(a) < 3 || a[0] != '-' || a[1] == '-' {
+			continue
+		}
+		name, _, _ := strings.Cut(a[1:], "=")
+		if f := cmd.Flags().Lookup(name); f != nil {
+			return usagef("%s: long flags take two dashes: --%s", a, name)
+		}
+	}
+	return nil
 }
 
 // legacyFlags are the flags of the old Job's form (runLegacy).

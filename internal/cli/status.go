@@ -3,7 +3,6 @@ package cli
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -25,6 +24,8 @@ import (
 )
 
 func init() { register(newStatusCommand) }
+
+var statusOutputs = []string{OutputText, OutputWide, OutputJSON, OutputYAML}
 
 // StatusOptions are the flags of `configmap-attacher status`.
 type StatusOptions struct {
@@ -50,7 +51,7 @@ func DefaultStatusOptions() StatusOptions {
 // AddFlags binds the options to fs.
 func (o *StatusOptions) AddFlags(fs *pflag.FlagSet) {
 	o.ClusterFlags.AddFlags(fs)
-	fs.StringVarP(&o.Output, "output", "o", o.Output, "output format: text (tree) or json")
+	addOutputFlag(fs, &o.Output, statusOutputs...)
 	fs.BoolVarP(&o.Watch, "watch", "w", o.Watch, "re-render whenever the status changes (Ctrl-C to stop)")
 	fs.DurationVar(&o.Interval, "interval", o.Interval, "how often --watch reads the cluster")
 	fs.DurationVar(&o.MinAge, "gc-min-age", o.MinAge, "grace period used to classify orphans (as gc)")
@@ -60,8 +61,8 @@ func (o *StatusOptions) AddFlags(fs *pflag.FlagSet) {
 
 // Validate checks the options; errors are usage errors (exit 2).
 func (o *StatusOptions) Validate() (labels.Selector, error) {
-	if o.Output != "text" && o.Output != "json" {
-		return nil, usagef("--output %q: want text or json", o.Output)
+	if err := validOutput(&o.Output, statusOutputs...); err != nil {
+		return nil, err
 	}
 	if o.Interval <= 0 {
 		return nil, usagef("--interval must be positive")
@@ -75,14 +76,15 @@ func (o *StatusOptions) Validate() (labels.Selector, error) {
 func newStatusCommand(s *Streams) *cobra.Command {
 	o := DefaultStatusOptions()
 	cmd := &cobra.Command{
-		Use:   "status [-n NAMESPACE | -A] [-o text|json] [--watch]",
+		Use:   "status [-n NAMESPACE | -A] [-o text|wide|json|yaml] [--watch]",
 		Short: "Show, per workload, which ReplicaSet owns which config revision, and the orphans",
 		Long: `status prints a tree per workload: workload -> ReplicaSets (revision, pod hash,
 ready/desired replicas, age) -> the revisions each owns, and the revisions each uses
 without owning them; then the revisions referenced but not attached, and the orphans
 (referenced by nothing, owned by nothing live) with what gc would do with them.
 
-Exit codes: 0 success, 1 failure (one-line reason on stderr), 2 usage error.`,
+Exit codes: 0 success, 1 failure (one-line reason on stderr), 2 usage error,
+130/143 interrupted by SIGINT/SIGTERM (docs/cli.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.Run(cmd.Context(), s) },
 	}
@@ -93,13 +95,13 @@ Exit codes: 0 success, 1 failure (one-line reason on stderr), 2 usage error.`,
 // StatusReport is the status of one namespace (`status -o json` prints one per namespace).
 type StatusReport struct {
 	// Cluster names the cluster with --cluster, --all-contexts or --argocd-clusters.
-	Cluster   string           `json:"cluster,omitempty"`
+	Cluster   string           `json:"cluster"`
 	Namespace string           `json:"namespace"`
 	Workloads []WorkloadStatus `json:"workloads"`
 	// Unattached are revisions some object references but no referencing ReplicaSet owns.
-	Unattached []gc.Item `json:"unattached"`
+	Unattached []GCItem `json:"unattached"`
 	// Orphaned are revisions nothing references and nothing live owns.
-	Orphaned []gc.Item `json:"orphaned"`
+	Orphaned []GCItem `json:"orphaned"`
 }
 
 // WorkloadStatus is one workload and its ReplicaSets.
@@ -137,7 +139,7 @@ type RevisionRef struct {
 
 // BuildStatus derives a namespace's status from its snapshot and plan (pure).
 func BuildStatus(snap *gc.Snapshot, plan *gc.Plan) StatusReport {
-	rep := StatusReport{Namespace: snap.Namespace, Workloads: []WorkloadStatus{}, Unattached: []gc.Item{}, Orphaned: []gc.Item{}}
+	rep := StatusReport{Namespace: snap.Namespace, Workloads: []WorkloadStatus{}, Unattached: []GCItem{}, Orphaned: []GCItem{}}
 	items := map[types.UID]gc.Item{}
 	byName := map[string]gc.Item{}
 	for _, it := range plan.Items {
@@ -228,9 +230,9 @@ func BuildStatus(snap *gc.Snapshot, plan *gc.Plan) StatusReport {
 	for _, it := range plan.Items {
 		switch {
 		case it.Decision == gc.Repair || (len(it.ReferencedBy) > 0 && len(it.Owners) == 0):
-			rep.Unattached = append(rep.Unattached, it)
+			rep.Unattached = append(rep.Unattached, gcItem(it, ""))
 		case len(it.ReferencedBy) == 0 && len(it.Owners) == 0:
-			rep.Orphaned = append(rep.Orphaned, it)
+			rep.Orphaned = append(rep.Orphaned, gcItem(it, ""))
 		}
 	}
 	return rep
@@ -314,7 +316,7 @@ func RenderStatus(w io.Writer, rep StatusReport, now time.Time) {
 			}
 		}
 	}
-	section := func(title string, items []gc.Item, detail func(gc.Item) string) {
+	section := func(title string, items []GCItem, detail func(GCItem) string) {
 		fmt.Fprintf(w, "%s: %d\n", title, len(items))
 		for i, it := range items {
 			b := "├── "
@@ -324,10 +326,10 @@ func RenderStatus(w io.Writer, rep StatusReport, now time.Time) {
 			fmt.Fprintf(w, "%s%s %s  family:%s  age:%s  %s\n", b, it.Kind, it.Name, it.Family, age(it.Created), detail(it))
 		}
 	}
-	section("Unattached revisions (used, not owned by a ReplicaSet using them)", rep.Unattached, func(it gc.Item) string {
+	section("Unattached revisions (used, not owned by a ReplicaSet using them)", rep.Unattached, func(it GCItem) string {
 		return "used by " + strings.Join(it.ReferencedBy, ", ") + "; gc: " + string(it.Decision)
 	})
-	section("Orphaned revisions (unused, no live owner)", rep.Orphaned, func(it gc.Item) string {
+	section("Orphaned revisions (unused, no live owner)", rep.Orphaned, func(it GCItem) string {
 		return "gc: " + string(it.Decision) + " (" + it.Reason + ")"
 	})
 }
@@ -372,7 +374,7 @@ func (o *StatusOptions) Run(ctx context.Context, s *Streams) error {
 				return nil, err
 			}
 			rep := BuildStatus(snap, plan)
-			rep.Cluster = t.name
+			rep.Cluster = clusterOrDefault(t.name)
 			reps = append(reps, rep)
 		}
 		return reps, nil
@@ -395,26 +397,22 @@ func (o *StatusOptions) Run(ctx context.Context, s *Streams) error {
 		reps := []StatusReport{}
 		now := time.Now()
 		for i, t := range targets {
-			if multi && o.Output != "json" {
+			if multi && !structured(o.Output) {
 				fmt.Fprintf(&buf, "Cluster: %s\n", t.name)
 			}
 			for _, rep := range perCluster[i] {
-				if o.Output == "json" {
+				if structured(o.Output) {
 					reps = append(reps, rep)
 					continue
 				}
 				RenderStatus(&buf, rep, now)
 			}
-			if len(perCluster[i]) == 0 && o.Output != "json" && (multi || failed == nil) {
+			if len(perCluster[i]) == 0 && !structured(o.Output) && (multi || failed == nil) {
 				buf.WriteString("no opted-in revisions found\n")
 			}
 		}
-		if o.Output == "json" {
-			b, err := json.MarshalIndent(reps, "", "  ")
-			if err != nil {
-				return nil, err
-			}
-			buf.Write(append(b, '\n'))
+		if _, err := writeStructured(&buf, o.Output, reps); err != nil {
+			return nil, err
 		}
 		return buf.Bytes(), failed
 	}
@@ -451,10 +449,10 @@ func (o *StatusOptions) Run(ctx context.Context, s *Streams) error {
 				continue
 			}
 		}
-		if o.Output == "text" && bytes.Equal(stripAges(out), stripAges(last)) {
+		if !structured(o.Output) && bytes.Equal(stripAges(out), stripAges(last)) {
 			continue
 		}
-		if o.Output == "json" && bytes.Equal(stripJSONAges(out), stripJSONAges(last)) {
+		if structured(o.Output) && bytes.Equal(stripJSONAges(out), stripJSONAges(last)) {
 			continue
 		}
 		last = out
@@ -480,11 +478,11 @@ func stripAges(b []byte) []byte {
 	return bytes.Join(out, []byte(" "))
 }
 
-// stripJSONAges drops the "age" lines of indented JSON, for the same reason.
+// stripJSONAges drops the age lines of indented JSON or YAML, for the same reason.
 func stripJSONAges(b []byte) []byte {
 	var out [][]byte
 	for _, l := range bytes.Split(b, []byte("\n")) {
-		if !bytes.HasPrefix(bytes.TrimSpace(l), []byte(`"age":`)) {
+		if t := bytes.TrimSpace(l); !bytes.HasPrefix(t, []byte(`"ageSeconds":`)) && !bytes.HasPrefix(t, []byte(`ageSeconds:`)) {
 			out = append(out, l)
 		}
 	}
