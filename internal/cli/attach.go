@@ -38,13 +38,13 @@ type AttachOptions struct {
 	Interval                        time.Duration
 	Output                          string
 	// DryRun is none (default), client or server (docs/cli.md).
-	DryRun                          string
-	Discover                        bool
-	Selector                        string
-	IncludeSecrets                  bool
-	BlockOwnerDeletion              bool
-	LogLevel, LogFormat             string
-	Verbose                         int
+	DryRun              string
+	Discover            bool
+	Selector            string
+	IncludeSecrets      bool
+	BlockOwnerDeletion  bool
+	LogLevel, LogFormat string
+	Verbose             int
 	// Cluster (--cluster) names the cluster: a kubeconfig context, or with
 	// ArgoCDNamespace (--argocd-clusters) an Argo CD cluster Secret's cluster.
 	// Clusters holds the flag's values: attach works in one.
