@@ -401,6 +401,19 @@ func printResult(w io.Writer, format string, out AttachOutput) error {
 	if out.Note != "" {
 		fmt.Fprintln(w, "note: "+out.Note)
 	}
+	var notOptedIn []string
+	for _, or := range res.Objects {
+		if or.Outcome == core.OutcomeSkipped && strings.HasPrefix(or.Reason, "not opted in") {
+			notOptedIn = append(notOptedIn, string(or.Kind)+"/"+or.Name)
+		}
+	}
+	if len(notOptedIn) > 0 {
+		fmt.Fprintf(w, "hint: the pod template references %s without the opt-in label; to opt in:\n", strings.Join(notOptedIn, ", "))
+		for _, c := range optInFix(res.Namespace, notOptedIn).Kubectl {
+			fmt.Fprintln(w, "  "+c)
+		}
+		fmt.Fprintln(w, "  (configmap-attacher status -n "+res.Namespace+" shows the Kustomize and Helm forms)")
+	}
 	return nil
 }
 

@@ -256,3 +256,66 @@ func TestFirstHourOneVocabulary(t *testing.T) {
 	_, err = kc.CoreV1().ConfigMaps(ns).Get(ctx, "old-config", metav1.GetOptions{})
 	require.NoError(t, err, "gc's default is a dry run")
 }
+
+// Adoption and output (issue 18, third and fourth groups): existing, unlabelled config
+// is shown with the exact fix; an object attached by name shows in status and is
+// explained by gc; a reference to an object that does not exist is flagged; namespaces
+// are apart; no colour when piped.
+func TestFirstHourAdoption(t *testing.T) {
+	cp := controlplane.Require(t, sharedCP)
+	ctx := context.Background()
+	kc := cp.Client()
+	ns := newNamespace(t, cp)
+	other := newNamespace(t, cp)
+	kcfg := cp.Kubeconfig()
+	for _, name := range []string{"app-config", "named-config"} { // existing config: no opt-in label
+		_, err := kc.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	_, err := kc.CoreV1().ConfigMaps(other).Create(ctx, testfix.Revision(other, "other-config"), metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = kc.CoreV1().ConfigMaps(ns).Create(ctx, testfix.Revision(ns, "unused-config"), metav1.CreateOptions{})
+	require.NoError(t, err)
+	testfix.CreateReplicaSet(t, kc, ns, "app-1", "app-config")
+	testfix.CreateReplicaSet(t, kc, ns, "named-1", "named-config")
+	testfix.CreateReplicaSet(t, kc, ns, "gone-1", "gone-config")
+	status := []string{"status", "--kubeconfig", kcfg, "-n", ns}
+
+	runTable(t, []dayOneCase{
+		{name: "attach says a referenced object is not opted in, with the fix",
+			args:     []string{"attach", "--kubeconfig", kcfg, "-n", ns, "--replicaset", "app-1"},
+			wantCode: 0, emptyErr: true, wantOut: []string{"app-config", "skipped  (not opted in",
+				"hint: the pod template references ConfigMap/app-config without the opt-in label",
+				"kubectl label configmap -n " + ns + " app-config configmap-attacher.io/revision=true"}},
+		{name: "attach by name needs no label",
+			args:     []string{"attach", "--kubeconfig", kcfg, "-n", ns, "--replicaset", "named-1", "--configmaps", "named-config"},
+			wantCode: 0, emptyErr: true, wantOut: []string{"named-config", "attached"}},
+		{name: "status shows what is referenced but not opted in, per workload, with the fix", args: status,
+			wantCode: 0, emptyErr: true, wantOut: []string{
+				"ConfigMap app-config  referenced but not opted in (by ReplicaSet/app-1)",
+				"kubectl label configmap -n " + ns + " app-config configmap-attacher.io/revision=true",
+				"generatorOptions:\n      labels:\n        configmap-attacher.io/revision: \"true\"",
+				"or in a Helm chart's ConfigMap template:"}},
+		{name: "status shows an object attached by name without the label", args: status,
+			wantCode: 0, wantOut: []string{"ConfigMap named-config  owned, by name (no opt-in label: gc never collects it)"}},
+		{name: "status flags a reference to an object that does not exist", args: status,
+			wantCode: 0, wantOut: []string{"ConfigMap gone-config  MISSING: referenced by ReplicaSet/gone-1 but does not exist"}},
+		{name: "status -o json carries the fix and the flags", args: append(status, "-o", "json"),
+			wantCode: 0, wantOut: []string{`"notOptedIn"`, `"dangling"`, `"byName": true`, `"optInFix"`, `"kubectl label configmap -n ` + ns}},
+		{name: "status is not coloured when piped", args: status,
+			wantCode: 0, noErr: []string{"\033["}},
+		{name: "status is not coloured with NO_COLOR", args: status, env: map[string]string{"NO_COLOR": "1"},
+			wantCode: 0},
+		{name: "gc explains the object attached by name", args: []string{"gc", "--kubeconfig", kcfg, "-n", ns},
+			wantCode: 0, emptyErr: true, wantOut: []string{"unused-config", "1 revision(s): 1 kept",
+				"not swept: " + ns + "/ConfigMap/named-config: attached by name without the configmap-attacher.io/revision=true label"}},
+		{name: "gc -o json lists it", args: []string{"gc", "--kubeconfig", kcfg, "-n", ns, "-o", "json"},
+			wantCode: 0, wantOut: []string{`"attachedByName": [`, `"ConfigMap/named-config"`}},
+		{name: "status keeps namespaces apart", args: []string{"status", "--kubeconfig", kcfg, "-A"},
+			wantCode: 0, wantOut: []string{"\n\nNamespace: ", "Namespace: " + other + "\n"}},
+	})
+	code, out, _ := run(ctx, status...)
+	require.Equal(t, 0, code)
+	assert.NotContains(t, out, "\033[", "no colour when piped")
+	t.Log("\n" + out)
+}

@@ -196,6 +196,10 @@ type GCNamespace struct {
 	Namespace string   `json:"namespace"`
 	DryRun    string   `json:"dryRun"`
 	Results   []GCItem `json:"results"`
+	// AttachedByName are objects a ReplicaSet owns that carry no opt-in label (listed by
+	// an annotation or a command line): never swept, deleted by the garbage collector
+	// with their last owner.
+	AttachedByName []string `json:"attachedByName,omitempty"`
 }
 
 // GCItem is one revision: what the plan decided, why, and what happened.
@@ -217,10 +221,11 @@ type GCItem struct {
 	Error           string             `json:"error,omitempty"`
 }
 
-func newGCOutput(dryRun string, minAge time.Duration, keep int, reps []*gc.Report, multi bool) GCOutput {
+func newGCOutput(dryRun string, minAge time.Duration, keep int, reps []*gc.Report, byName map[*gc.Report][]string, multi bool) GCOutput {
 	out := GCOutput{DryRun: dryRun, MinAgeSeconds: int64(minAge / time.Second), Keep: keep, Namespaces: []GCNamespace{}, multi: multi}
 	for _, r := range reps {
-		ns := GCNamespace{Cluster: clusterOrDefault(r.Cluster), Namespace: r.Namespace, DryRun: dryRun, Results: []GCItem{}}
+		ns := GCNamespace{Cluster: clusterOrDefault(r.Cluster), Namespace: r.Namespace, DryRun: dryRun, Results: []GCItem{},
+			AttachedByName: byName[r]}
 		for _, it := range r.Results {
 			g := gcItem(it.Item, it.Outcome)
 			g.Error = it.Error
@@ -262,20 +267,29 @@ func (o *GCOptions) Run(ctx context.Context, s *Streams) error {
 	}
 	var reps []*gc.Report
 	var sweepErr error
+	byName := map[*gc.Report][]string{}
+	var mu sync.Mutex
+	one := func(ctx context.Context, t target) error {
+		r, err := o.sweep(ctx, log, sel, t)
+		names := make([][]string, len(r))
+		for i := range r {
+			names[i] = attachedByName(ctx, t.clients.Metadata, r[i].Namespace, o.IncludeSecrets)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		reps = append(reps, r...)
+		for i := range r {
+			byName[r[i]] = names[i]
+		}
+		return err
+	}
 	if len(targets) == 1 && targets[0].name == "" {
-		reps, sweepErr = o.sweep(ctx, log, sel, targets[0])
+		sweepErr = one(ctx, targets[0])
 	} else {
-		var mu sync.Mutex
-		sweepErr = cluster.Parallel(ctx, targets, o.Parallel, targetName, func(ctx context.Context, t target) error {
-			r, err := o.sweep(ctx, log, sel, t)
-			mu.Lock()
-			reps = append(reps, r...)
-			mu.Unlock()
-			return err
-		})
+		sweepErr = cluster.Parallel(ctx, targets, o.Parallel, targetName, one)
 		sort.SliceStable(reps, func(i, j int) bool { return reps[i].Cluster < reps[j].Cluster })
 	}
-	out := newGCOutput(o.DryRun, o.MinAge, o.Keep, reps, len(targets) > 1 || targets[0].name != "")
+	out := newGCOutput(o.DryRun, o.MinAge, o.Keep, reps, byName, len(targets) > 1 || targets[0].name != "")
 	if err := printGC(s.Out, o.Output, &out, time.Now()); err != nil {
 		return err
 	}
@@ -340,6 +354,7 @@ func printGC(w io.Writer, format string, out *GCOutput, now time.Time) error {
 	if format == OutputName {
 		return nil
 	}
+	defer explainByName(w, out)
 	if n == 0 {
 		fmt.Fprintln(w, "no opted-in revisions found")
 		return nil
@@ -357,6 +372,20 @@ func printGC(w io.Writer, format string, out *GCOutput, now time.Time) error {
 	fmt.Fprintf(w, "\n%d revision(s): %s (dry run: %s, min age %s, keep %d)\n", n, strings.Join(parts, ", "), out.DryRun,
 		time.Duration(out.MinAgeSeconds)*time.Second, out.Keep)
 	return nil
+}
+
+// explainByName says why objects attached by name are not in the plan.
+func explainByName(w io.Writer, out *GCOutput) {
+	var all []string
+	for _, r := range out.Namespaces {
+		for _, n := range r.AttachedByName {
+			all = append(all, r.Namespace+"/"+n)
+		}
+	}
+	if len(all) > 0 {
+		fmt.Fprintf(w, "not swept: %s: attached by name without the %s=true label; the garbage collector deletes each with its last owner (label it to let gc collect it once unused)\n",
+			strings.Join(all, ", "), core.LabelRevision)
+	}
 }
 
 // gcTable writes the plan's table (never an empty one); wide adds the owners and the

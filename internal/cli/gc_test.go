@@ -100,7 +100,7 @@ func TestStatusTree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := cli.BuildStatus(snap, plan)
+	st := cli.BuildStatus(snap, plan, nil, false)
 	var buf bytes.Buffer
 	cli.RenderStatus(&buf, st, now)
 	out := buf.String()

@@ -102,6 +102,8 @@ type StatusReport struct {
 	Unattached []GCItem `json:"unattached"`
 	// Orphaned are revisions nothing references and nothing live owns.
 	Orphaned []GCItem `json:"orphaned"`
+	// OptIn is the fix for the workloads' references that are not opted in.
+	OptIn *OptInFix `json:"optInFix,omitempty"`
 }
 
 // WorkloadStatus is one workload and its ReplicaSets.
@@ -114,6 +116,12 @@ type WorkloadStatus struct {
 	// Uses lists the revisions a workload without ReplicaSets (StatefulSet, DaemonSet,
 	// Job, CronJob, Pod) references.
 	Uses []RevisionRef `json:"uses,omitempty"`
+	// NotOptedIn are config objects its templates reference that have no opt-in label
+	// and are not listed by name: never attached, never collected (StatusReport.OptIn).
+	NotOptedIn []ConfigRef `json:"notOptedIn,omitempty"`
+	// Dangling are config objects its templates require that do not exist: a Pod of
+	// that template cannot start (CreateContainerConfigError).
+	Dangling []ConfigRef `json:"dangling,omitempty"`
 }
 
 // ReplicaSetStatus is one ReplicaSet and its revisions.
@@ -135,10 +143,16 @@ type RevisionRef struct {
 	Kind   core.Kind `json:"kind"`
 	Name   string    `json:"name"`
 	Family string    `json:"family,omitempty"`
+	// ByName is set for an object attached by name (an annotation or a command line)
+	// without the opt-in label: the garbage collector deletes it with its last owner,
+	// the orphan sweep never touches it.
+	ByName bool `json:"byName,omitempty"`
 }
 
-// BuildStatus derives a namespace's status from its snapshot and plan (pure).
-func BuildStatus(snap *gc.Snapshot, plan *gc.Plan) StatusReport {
+// BuildStatus derives a namespace's status from its snapshot and plan (pure). others
+// are the namespace's config objects outside the plan (listOthers; nil: unknown), for
+// the adoption hints; secrets says whether Secrets were listed.
+func BuildStatus(snap *gc.Snapshot, plan *gc.Plan, others []gc.Revision, secrets bool) StatusReport {
 	rep := StatusReport{Namespace: snap.Namespace, Workloads: []WorkloadStatus{}, Unattached: []GCItem{}, Orphaned: []GCItem{}}
 	items := map[types.UID]gc.Item{}
 	byName := map[string]gc.Item{}
@@ -155,6 +169,23 @@ func BuildStatus(snap *gc.Snapshot, plan *gc.Plan) StatusReport {
 		for _, or := range r.OwnerReferences {
 			owners[or.UID] = append(owners[or.UID], RevisionRef{Kind: r.Kind, Name: r.Name, Family: it.Family})
 		}
+	}
+	for _, r := range others {
+		for _, or := range r.OwnerReferences {
+			if or.Kind == "ReplicaSet" {
+				owners[or.UID] = append(owners[or.UID], RevisionRef{Kind: r.Kind, Name: r.Name, ByName: true})
+			}
+		}
+	}
+	groupOf := func(w *gc.Workload) string {
+		switch w.Kind {
+		case core.RolloutKind, "Deployment":
+		case "ReplicaSet", "Pod":
+			if c := controllerOf(w.OwnerReferences); c != nil && (c.Kind == core.RolloutKind || c.Kind == "Deployment") {
+				return c.Kind + "/" + c.Name
+			}
+		}
+		return w.Kind + "/" + w.Name
 	}
 	groups := map[string]*WorkloadStatus{}
 	var order []string
@@ -179,10 +210,7 @@ func BuildStatus(snap *gc.Snapshot, plan *gc.Plan) StatusReport {
 		case "Deployment":
 			group(w.Kind, w.Name)
 		case "ReplicaSet":
-			kind, name := "ReplicaSet", w.Name
-			if c := controllerOf(w.OwnerReferences); c != nil && (c.Kind == core.RolloutKind || c.Kind == "Deployment") {
-				kind, name = c.Kind, c.Name
-			}
+			kind, name, _ := strings.Cut(groupOf(w), "/")
 			rs := ReplicaSetStatus{Name: w.Name, UID: w.UID, Revision: w.Revision, PodHash: w.PodHash, Replicas: w.Replicas,
 				ReadyReplicas: w.ReadyReplicas, Created: w.Created, Owns: owners[w.UID]}
 			if rs.Owns == nil {
@@ -197,6 +225,11 @@ func BuildStatus(snap *gc.Snapshot, plan *gc.Plan) StatusReport {
 			}
 			g := group(kind, name)
 			g.ReplicaSets = append(g.ReplicaSets, rs)
+		case "Pod":
+			if c := controllerOf(w.OwnerReferences); c != nil && c.Kind == "ReplicaSet" {
+				continue // folded under its ReplicaSet (ready/desired)
+			}
+			fallthrough
 		default:
 			var uses []RevisionRef
 			for _, ref := range w.Refs {
@@ -210,6 +243,17 @@ func BuildStatus(snap *gc.Snapshot, plan *gc.Plan) StatusReport {
 			}
 		}
 	}
+	adoption(&rep, snap, others, byName, secrets, func(w *gc.Workload) *WorkloadStatus {
+		if c := controllerOf(w.OwnerReferences); w.Kind == "Pod" && c != nil && c.Kind == "ReplicaSet" {
+			for i := range snap.Workloads { // the ReplicaSet's group
+				if rs := &snap.Workloads[i]; rs.Kind == "ReplicaSet" && rs.UID == c.UID {
+					w = rs
+				}
+			}
+		}
+		kind, name, _ := strings.Cut(groupOf(w), "/")
+		return group(kind, name)
+	})
 	sort.Strings(order)
 	for _, k := range order {
 		g := groups[k]
@@ -258,7 +302,9 @@ func containsRev(rs []RevisionRef, kind core.Kind, name string) bool {
 
 // RenderStatus writes rep as a tree (like `kubectl argo rollouts get rollout`). now is
 // the clock ages are computed against.
-func RenderStatus(w io.Writer, rep StatusReport, now time.Time) {
+func RenderStatus(w io.Writer, rep StatusReport, now time.Time) { renderStatus(w, rep, now, false) }
+
+func renderStatus(w io.Writer, rep StatusReport, now time.Time, pal palette) {
 	age := func(t time.Time) string { return duration.ShortHumanDuration(now.Sub(t)) }
 	fmt.Fprintf(w, "Namespace: %s\n", rep.Namespace)
 	if len(rep.Workloads) == 0 {
@@ -288,6 +334,10 @@ func RenderStatus(w io.Writer, rep StatusReport, now time.Time) {
 			t += "  " + strings.Join(meta, "  ")
 			var ch []string
 			for _, r := range rs.Owns {
+				if r.ByName {
+					ch = append(ch, fmt.Sprintf("%s %s  owned, by name (no opt-in label: gc never collects it)", r.Kind, r.Name))
+					continue
+				}
 				ch = append(ch, fmt.Sprintf("%s %s  owned  family:%s", r.Kind, r.Name, r.Family))
 			}
 			for _, r := range rs.Unattached {
@@ -300,6 +350,14 @@ func RenderStatus(w io.Writer, rep StatusReport, now time.Time) {
 		}
 		for _, r := range g.Uses {
 			lines = append(lines, line{text: fmt.Sprintf("%s %s  used  family:%s", r.Kind, r.Name, r.Family)})
+		}
+		for _, r := range g.NotOptedIn {
+			lines = append(lines, line{text: fmt.Sprintf("%s %s  referenced but not opted in (by %s): never attached; see \"To opt in\"",
+				r.Kind, r.Name, strings.Join(r.UsedBy, ", "))})
+		}
+		for _, r := range g.Dangling {
+			lines = append(lines, line{text: fmt.Sprintf("%s %s  %s: referenced by %s but does not exist; a new Pod cannot start",
+				r.Kind, r.Name, pal.paint(colorRed, "MISSING"), strings.Join(r.UsedBy, ", "))})
 		}
 		for i, l := range lines {
 			branch, indent := "├── ", "│   "
@@ -332,6 +390,21 @@ func RenderStatus(w io.Writer, rep StatusReport, now time.Time) {
 	section("Orphaned revisions (unused, no live owner)", rep.Orphaned, func(it GCItem) string {
 		return "gc: " + string(it.Decision) + " (" + it.Reason + ")"
 	})
+	if rep.OptIn != nil {
+		renderOptIn(w, rep.OptIn)
+	}
+}
+
+// renderOptIn prints the exact fix for references that are not opted in.
+func renderOptIn(w io.Writer, fix *OptInFix) {
+	fmt.Fprintln(w, "To opt in what the workloads above reference but do not opt in (then attach or serve attaches it):")
+	for _, c := range fix.Kubectl {
+		fmt.Fprintln(w, "  "+c)
+	}
+	fmt.Fprintln(w, "  or in Kustomize, beside the configMapGenerator:")
+	fmt.Fprintln(w, "    "+strings.ReplaceAll(fix.Kustomize, "\n", "\n    "))
+	fmt.Fprintln(w, "  or in a Helm chart's ConfigMap template:")
+	fmt.Fprintln(w, "    "+strings.ReplaceAll(fix.Helm, "\n", "\n    "))
 }
 
 // Run prints the status once, or with --watch every time it changes until ctx ends.
@@ -373,7 +446,7 @@ func (o *StatusOptions) Run(ctx context.Context, s *Streams) error {
 			if err != nil {
 				return nil, err
 			}
-			rep := BuildStatus(snap, plan)
+			rep := BuildStatus(snap, plan, listOthers(ctx, t.clients.Metadata, ns, o.IncludeSecrets, plan), o.IncludeSecrets)
 			rep.Cluster = clusterOrDefault(t.name)
 			reps = append(reps, rep)
 		}
@@ -396,8 +469,14 @@ func (o *StatusOptions) Run(ctx context.Context, s *Streams) error {
 		var buf bytes.Buffer
 		reps := []StatusReport{}
 		now := time.Now()
+		pal := palette(useColor(s.Out))
+		rendered := 0
 		for i, t := range targets {
 			if multi && !structured(o.Output) {
+				if rendered > 0 {
+					buf.WriteString("\n")
+				}
+				rendered = 0
 				fmt.Fprintf(&buf, "Cluster: %s\n", t.name)
 			}
 			for _, rep := range perCluster[i] {
@@ -405,10 +484,13 @@ func (o *StatusOptions) Run(ctx context.Context, s *Streams) error {
 					reps = append(reps, rep)
 					continue
 				}
-				RenderStatus(&buf, rep, now)
+				if rendered++; rendered > 1 {
+					buf.WriteString("\n") // namespaces apart
+				}
+				renderStatus(&buf, rep, now, pal)
 			}
 			if len(perCluster[i]) == 0 && !structured(o.Output) && (multi || failed == nil) {
-				buf.WriteString("no opted-in revisions found\n")
+				buf.WriteString("no opted-in revisions found in any namespace; status -n NAMESPACE shows what its workloads reference and how to opt it in\n")
 			}
 		}
 		if _, err := writeStructured(&buf, o.Output, reps); err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -141,3 +142,27 @@ func flagError(cmd *cobra.Command, err error) error {
 }
 
 func structured(format string) bool { return format == OutputJSON || format == OutputYAML }
+
+// Colours of the text outputs: only on a terminal, never with NO_COLOR set
+// (no-color.org) or when the output is piped (useColor).
+const (
+	colorRed    = "31"
+	colorGreen  = "32"
+	colorYellow = "33"
+)
+
+// palette colours text when true (useColor).
+type palette bool
+
+func (p palette) paint(color, s string) string {
+	if !p {
+		return s
+	}
+	return "\033[" + color + "m" + s + "\033[0m"
+}
+
+// useColor reports whether w gets colours: a terminal, and NO_COLOR unset.
+func useColor(w io.Writer) bool {
+	_, noColor := os.LookupEnv("NO_COLOR")
+	return !noColor && isTerminal(w)
+}
