@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"os/signal"
@@ -13,9 +14,15 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/cli"
 	"github.com/configmap-attacher/configmap-attacher/internal/controlplane"
+	"github.com/configmap-attacher/configmap-attacher/internal/core"
+	"github.com/configmap-attacher/configmap-attacher/internal/gc"
 	"github.com/configmap-attacher/configmap-attacher/internal/testfix"
 )
 
@@ -318,4 +325,73 @@ func TestFirstHourAdoption(t *testing.T) {
 	require.Equal(t, 0, code)
 	assert.NotContains(t, out, "\033[", "no colour when piped")
 	t.Log("\n" + out)
+}
+
+// Pods of a ReplicaSet are folded under it (its ready/desired), not one tree per Pod; a
+// bare Pod stays a workload of its own.
+func TestStatusFoldsPodsUnderTheirReplicaSet(t *testing.T) {
+	now := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+	ctrl := true
+	ref := []core.Ref{{Kind: core.KindConfigMap, Name: "cfg"}}
+	snap := &gc.Snapshot{Namespace: "shop", Listed: map[schema.GroupKind]bool{}, Live: map[types.UID]bool{"rs": true, "p1": true, "p2": true, "bare": true},
+		Workloads: []gc.Workload{
+			{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-1", UID: "rs", Replicas: 2, ReadyReplicas: 2, Created: now, Refs: ref},
+			{APIVersion: "v1", Kind: "Pod", Name: "web-1-a", UID: "p1", Refs: ref,
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-1", UID: "rs", Controller: &ctrl}}},
+			{APIVersion: "v1", Kind: "Pod", Name: "web-1-b", UID: "p2", Refs: ref,
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-1", UID: "rs", Controller: &ctrl}}},
+			{APIVersion: "v1", Kind: "Pod", Name: "debug", UID: "bare", Refs: ref},
+		},
+		Revisions: []gc.Revision{{Kind: core.KindConfigMap, Name: "cfg", UID: "c", Created: now, Labels: map[string]string{core.LabelRevision: "true"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-1", UID: "rs"}}}}}
+	for _, gk := range gc.WorkloadKinds {
+		snap.Listed[gk] = true
+	}
+	plan, err := gc.PlanNamespace(snap, gc.Options{MinAge: time.Hour, Now: now})
+	require.NoError(t, err)
+	st := cli.BuildStatus(snap, plan, []gc.Revision{}, false)
+	var buf bytes.Buffer
+	cli.RenderStatus(&buf, st, now)
+	out := buf.String()
+	assert.NotContains(t, out, "web-1-a", "folded: %s", out)
+	assert.NotContains(t, out, "web-1-b")
+	assert.Contains(t, out, "ReplicaSet web-1\n└── ReplicaSet web-1  ready:2/2")
+	assert.Contains(t, out, "Pod debug\n└── ConfigMap cfg  used")
+}
+
+// Health and phase as `kubectl argo rollouts get` shows them: the Rollout's phase and
+// message, each ReplicaSet's health and its role (stable, canary).
+func TestStatusShowsHealthAsTheRolloutsPluginDoes(t *testing.T) {
+	cp := controlplane.Require(t, sharedCP)
+	ctx := context.Background()
+	kc := cp.Client()
+	dc := dynamic.NewForConfigOrDie(cp.RESTConfig())
+	ns := newNamespace(t, cp)
+	ro, err := dc.Resource(core.RolloutGVR).Namespace(ns).Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout", "metadata": map[string]any{"name": "web"},
+		"spec": map[string]any{"selector": map[string]any{"matchLabels": map[string]any{"app": "web"}},
+			"template": map[string]any{"metadata": map[string]any{"labels": map[string]any{"app": "web"}},
+				"spec": map[string]any{"containers": []any{map[string]any{"name": "web", "image": "web:2"}}}}},
+	}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.NoError(t, unstructured.SetNestedField(ro.Object, map[string]any{"phase": "Paused", "message": "CanaryPauseStep",
+		"stableRS": "aaa", "currentPodHash": "bbb"}, "status"))
+	_, err = dc.Resource(core.RolloutGVR).Namespace(ns).UpdateStatus(ctx, ro, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	for _, hash := range []string{"aaa", "bbb"} {
+		rs := testfix.ReplicaSet("web-"+hash, "web-config-"+hash)
+		rs.Labels = map[string]string{core.RolloutHashLabel: hash}
+		rs.OwnerReferences = []metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "Rollout", Name: "web", UID: ro.GetUID(), Controller: ptr(true)}}
+		_, err := kc.AppsV1().ReplicaSets(ns).Create(ctx, rs, metav1.CreateOptions{})
+		require.NoError(t, err)
+		_, err = kc.CoreV1().ConfigMaps(ns).Create(ctx, testfix.Revision(ns, "web-config-"+hash), metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	runTable(t, []dayOneCase{
+		{name: "the Rollout's phase and message", args: []string{"status", "--kubeconfig", cp.Kubeconfig(), "-n", ns},
+			wantCode: 0, emptyErr: true, wantOut: []string{"Rollout web  ॥ Paused  (CanaryPauseStep)",
+				"ReplicaSet web-aaa  • ScaledDown  stable", "ReplicaSet web-bbb  • ScaledDown  canary"}},
+		{name: "the same in JSON", args: []string{"status", "--kubeconfig", cp.Kubeconfig(), "-n", ns, "-o", "json"},
+			wantCode: 0, wantOut: []string{`"health": "Paused"`, `"role": "stable"`, `"health": "ScaledDown"`}},
+	})
 }

@@ -119,6 +119,10 @@ type WorkloadStatus struct {
 	// NotOptedIn are config objects its templates reference that have no opt-in label
 	// and are not listed by name: never attached, never collected (StatusReport.OptIn).
 	NotOptedIn []ConfigRef `json:"notOptedIn,omitempty"`
+	// Health and Message are the workload's as `kubectl argo rollouts get` shows them
+	// (a Rollout's status.phase, a Deployment's conditions).
+	Health  string `json:"health,omitempty"`
+	Message string `json:"message,omitempty"`
 	// Dangling are config objects its templates require that do not exist: a Pod of
 	// that template cannot start (CreateContainerConfigError).
 	Dangling []ConfigRef `json:"dangling,omitempty"`
@@ -126,14 +130,17 @@ type WorkloadStatus struct {
 
 // ReplicaSetStatus is one ReplicaSet and its revisions.
 type ReplicaSetStatus struct {
-	Name          string        `json:"name"`
-	UID           types.UID     `json:"uid"`
-	Revision      string        `json:"revision,omitempty"`
-	PodHash       string        `json:"podHash,omitempty"`
-	Replicas      int32         `json:"replicas"`
-	ReadyReplicas int32         `json:"readyReplicas"`
-	Created       time.Time     `json:"created"`
-	Owns          []RevisionRef `json:"owns"`
+	Name          string    `json:"name"`
+	UID           types.UID `json:"uid"`
+	Revision      string    `json:"revision,omitempty"`
+	PodHash       string    `json:"podHash,omitempty"`
+	Replicas      int32     `json:"replicas"`
+	ReadyReplicas int32     `json:"readyReplicas"`
+	Created       time.Time `json:"created"`
+	// Health is Healthy, Progressing or ScaledDown; Role is stable or canary (Rollouts).
+	Health string        `json:"health,omitempty"`
+	Role   string        `json:"role,omitempty"`
+	Owns   []RevisionRef `json:"owns"`
 	// Unattached lists revisions it references but does not own (gc repairs them).
 	Unattached []RevisionRef `json:"unattached,omitempty"`
 }
@@ -315,6 +322,12 @@ func renderStatus(w io.Writer, rep StatusReport, now time.Time, pal palette) {
 		if g.Via != "" {
 			title += " (template from " + g.Via + ")"
 		}
+		if g.Health != "" {
+			title += "  " + healthMark(pal, g.Health)
+		}
+		if g.Message != "" {
+			title += "  (" + g.Message + ")"
+		}
 		fmt.Fprintln(w, title)
 		type line struct {
 			text     string
@@ -323,6 +336,12 @@ func renderStatus(w io.Writer, rep StatusReport, now time.Time, pal palette) {
 		var lines []line
 		for _, rs := range g.ReplicaSets {
 			t := fmt.Sprintf("ReplicaSet %s", rs.Name)
+			if rs.Health != "" {
+				t += "  " + healthMark(pal, rs.Health)
+			}
+			if rs.Role != "" {
+				t += "  " + rs.Role
+			}
 			var meta []string
 			if rs.Revision != "" {
 				meta = append(meta, "revision:"+rs.Revision)
@@ -447,6 +466,7 @@ func (o *StatusOptions) Run(ctx context.Context, s *Streams) error {
 				return nil, err
 			}
 			rep := BuildStatus(snap, plan, listOthers(ctx, t.clients.Metadata, ns, o.IncludeSecrets, plan), o.IncludeSecrets)
+			addHealth(ctx, t.clients, ns, &rep)
 			rep.Cluster = clusterOrDefault(t.name)
 			reps = append(reps, rep)
 		}
