@@ -3,6 +3,7 @@ package cli_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/signal"
 	"strings"
@@ -394,4 +395,38 @@ func TestStatusShowsHealthAsTheRolloutsPluginDoes(t *testing.T) {
 		{name: "the same in JSON", args: []string{"status", "--kubeconfig", cp.Kubeconfig(), "-n", ns, "-o", "json"},
 			wantCode: 0, wantOut: []string{`"health": "Paused"`, `"role": "stable"`, `"health": "ScaledDown"`}},
 	})
+}
+
+// serve says once per object, not once per event, that a referenced ConfigMap is not
+// opted in: two ReplicaSets using it and several resyncs of each leave one line.
+func TestServeSaysNotOptedInOncePerObject(t *testing.T) {
+	cp := controlplane.Require(t, sharedCP)
+	ctx := context.Background()
+	kc := cp.Client()
+	ns := newNamespace(t, cp)
+	_, err := kc.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "plain"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	testfix.CreateReplicaSet(t, kc, ns, "a-1", "plain")
+	testfix.CreateReplicaSet(t, kc, ns, "b-1", "plain")
+	var errOut testfix.SyncBuffer
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan int, 1)
+	go func() {
+		done <- cli.Main(runCtx, []string{"serve", "--kubeconfig", cp.Kubeconfig(), "--grpc-addr", "-", "--http-addr", "127.0.0.1:0",
+			"--watch", "--watch-namespace", ns, "--watch-resync", "1s", "--log-level", "debug"},
+			cli.Streams{In: strings.NewReader(""), Out: &errOut, Err: &errOut})
+	}()
+	controlplane.Eventually(t, 60*time.Second, "three events for each ReplicaSet", func() error {
+		for _, rs := range []string{"a-1", "b-1"} {
+			if n := strings.Count(errOut.String(), "replicaSet="+rs+" message="); n < 3 {
+				return fmt.Errorf("%d events for %s", n, rs)
+			}
+		}
+		return nil
+	})
+	cancel()
+	<-done
+	out := errOut.String()
+	assert.Equal(t, 1, strings.Count(out, "referenced but not opted in"), "%s", out)
+	assert.Contains(t, out, `fix="kubectl label configmap -n `+ns+` plain configmap-attacher.io/revision=true"`)
 }
