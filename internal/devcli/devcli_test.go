@@ -2,8 +2,8 @@ package devcli_test
 
 import (
 	"context"
-	"io"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"regexp"
