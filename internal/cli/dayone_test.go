@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/signal"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -429,4 +431,68 @@ func TestServeSaysNotOptedInOncePerObject(t *testing.T) {
 	out := errOut.String()
 	assert.Equal(t, 1, strings.Count(out, "referenced but not opted in"), "%s", out)
 	assert.Contains(t, out, `fix="kubectl label configmap -n `+ns+` plain configmap-attacher.io/revision=true"`)
+}
+
+// serve's log: one line per HTTP request whatever the answer (bad input 400/413/415
+// too), a refused event says why, and success carries no err=<nil>.
+func TestServeLogsOneLinePerRequestWithTheReason(t *testing.T) {
+	cp := controlplane.Require(t, sharedCP)
+	ctx := context.Background()
+	ns := newNamespace(t, cp)
+	testfix.CreateReplicaSet(t, cp.Client(), ns, "ok-1", "ok-config")
+	var errOut testfix.SyncBuffer
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan int, 1)
+	go func() {
+		done <- cli.Main(runCtx, []string{"serve", "--kubeconfig", cp.Kubeconfig(), "--grpc-addr", "-", "--http-addr", "127.0.0.1:0",
+			"--max-body-bytes", "1024", "--log-level", "debug"}, cli.Streams{In: strings.NewReader(""), Out: &errOut, Err: &errOut})
+	}()
+	var addr string
+	controlplane.Eventually(t, 60*time.Second, "serve to listen", func() error {
+		m := regexp.MustCompile(`msg=serving .*http=(\S+)`).FindStringSubmatch(errOut.String())
+		if m == nil {
+			return fmt.Errorf("not yet: %s", errOut.String())
+		}
+		addr = m[1]
+		return nil
+	})
+	rs := func(name string) string {
+		return `{"apiVersion":"apps/v1","kind":"ReplicaSet","metadata":{"namespace":"` + ns + `","name":"` + name + `"}}`
+	}
+	for _, tc := range []struct {
+		name, ctype, body string
+		code              int
+		line              string
+	}{
+		{"ok", "application/json", rs("ok-1"), 200, "result=ok"},
+		{"refused", "application/json", rs("gone-1"), 409, "result=refused"},
+		{"bad json", "application/json", "{", 400, "result=invalid"},
+		{"too large", "application/json", `{"x":"` + strings.Repeat("x", 2048) + `"}`, 413, "result=invalid"},
+		{"wrong type", "text/plain", "hello", 415, "result=invalid"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := strings.Count(errOut.String(), "msg=event")
+			resp, err := http.Post("http://"+addr+"/", tc.ctype, strings.NewReader(tc.body))
+			require.NoError(t, err)
+			resp.Body.Close()
+			assert.Equal(t, tc.code, resp.StatusCode)
+			lines := strings.Split(errOut.String(), "\n")
+			var events []string
+			for _, l := range lines {
+				if strings.Contains(l, "msg=event") {
+					events = append(events, l)
+				}
+			}
+			require.Len(t, events, before+1, "one line per request: %s", errOut.String())
+			last := events[len(events)-1]
+			assert.Contains(t, last, tc.line)
+			assert.NotContains(t, last, "err=<nil>")
+			if tc.name == "refused" {
+				assert.Contains(t, last, "does not exist", "the reason")
+				assert.NotContains(t, last, "no config objects referenced")
+			}
+		})
+	}
+	cancel()
+	<-done
 }
