@@ -2,13 +2,14 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -17,10 +18,13 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
+	"github.com/configmap-attacher/configmap-attacher/internal/dispatch"
 	"github.com/configmap-attacher/configmap-attacher/internal/kube"
 )
 
 func init() { register(newAttachCommand) }
+
+var attachOutputs = []string{OutputText, OutputWide, OutputJSON, OutputYAML, OutputName}
 
 // AttachOptions are the flags of `configmap-attacher attach` and of the legacy
 // one-shot Job form.
@@ -33,15 +37,19 @@ type AttachOptions struct {
 	Timeout                         time.Duration
 	Interval                        time.Duration
 	Output                          string
-	DryRun                          bool
-	Discover                        bool
-	Selector                        string
-	IncludeSecrets                  bool
-	BlockOwnerDeletion              bool
-	LogLevel, LogFormat             string
+	// DryRun is none (default), client or server (docs/cli.md).
+	DryRun              string
+	Discover            bool
+	Selector            string
+	IncludeSecrets      bool
+	BlockOwnerDeletion  bool
+	LogLevel, LogFormat string
+	Verbose             int
 	// Cluster (--cluster) names the cluster: a kubeconfig context, or with
 	// ArgoCDNamespace (--argocd-clusters) an Argo CD cluster Secret's cluster.
+	// Clusters holds the flag's values: attach works in one.
 	Cluster         string
+	Clusters        []string
 	ArgoCDNamespace string
 
 	// legacy marks the old Job's form: only the listed names are attached.
@@ -50,8 +58,8 @@ type AttachOptions struct {
 
 // DefaultAttachOptions returns the defaults shared by both forms.
 func DefaultAttachOptions() AttachOptions {
-	return AttachOptions{Timeout: 5 * time.Minute, Interval: time.Second, Output: "text", Discover: true,
-		Selector: core.DefaultSelector, LogLevel: "info", LogFormat: "text"}
+	return AttachOptions{Timeout: 5 * time.Minute, Interval: time.Second, Output: OutputText, DryRun: DryRunNone, Discover: true,
+		Selector: core.DefaultSelector, LogFormat: "text"}
 }
 
 // AddFlags binds the options to a flag set.
@@ -65,16 +73,15 @@ func (o *AttachOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig file (default $KUBECONFIG or ~/.kube/config, then in-cluster)")
 	fs.StringVar(&o.Context, "context", o.Context, "kubeconfig context")
 	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "how long to wait for the workload's current ReplicaSet")
-	fs.StringVarP(&o.Output, "output", "o", o.Output, "output format: text or json")
-	fs.BoolVar(&o.DryRun, "dry-run", o.DryRun, "report what would be attached, write nothing")
+	addOutputFlag(fs, &o.Output, attachOutputs...)
+	addDryRunFlag(fs, &o.DryRun, "attaches")
 	fs.BoolVar(&o.Discover, "discover", o.Discover, "also attach opted-in objects the pod template references")
-	fs.StringVar(&o.Selector, "selector", o.Selector, "label selector a discovered object must match")
+	fs.StringVarP(&o.Selector, "selector", "l", o.Selector, "label selector a discovered object must match")
 	fs.BoolVar(&o.IncludeSecrets, "include-secrets", o.IncludeSecrets, "also attach opted-in Secrets")
 	fs.BoolVar(&o.BlockOwnerDeletion, "block-owner-deletion", o.BlockOwnerDeletion, "set blockOwnerDeletion (needs delete rights on ReplicaSets/finalizers)")
-	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "log level: debug, info, warn, error")
-	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "log format: text or json")
-	fs.StringVar(&o.Cluster, "cluster", o.Cluster, "cluster to work in: a kubeconfig context (named in the result), or with --argocd-clusters an Argo CD cluster name")
-	fs.StringVar(&o.ArgoCDNamespace, "argocd-clusters", o.ArgoCDNamespace, "resolve --cluster through the Argo CD cluster Secrets in this namespace")
+	addLogFlags(fs, &o.LogLevel, &o.LogFormat, &o.Verbose)
+	fs.StringArrayVar(&o.Clusters, "cluster", o.Clusters, clusterFlagHelp+" (attach: one)")
+	fs.StringVar(&o.ArgoCDNamespace, "argocd-clusters", o.ArgoCDNamespace, argoCDFlagHelp)
 }
 
 // Validate checks the options and returns the workload kind and name to resolve.
@@ -100,15 +107,25 @@ func (o *AttachOptions) Validate() (kind, name string, opts core.Options, err er
 			return "", "", opts, usagef("namespace %q: %s", o.Namespace, strings.Join(errs, "; "))
 		}
 	}
-	if o.Output != "text" && o.Output != "json" {
-		return "", "", opts, usagef("--output %q: want text or json", o.Output)
+	if err := validOutput(&o.Output, attachOutputs...); err != nil {
+		return "", "", opts, err
+	}
+	if err := validDryRun(&o.DryRun); err != nil {
+		return "", "", opts, err
+	}
+	switch len(o.Clusters) {
+	case 0:
+	case 1:
+		o.Cluster = o.Clusters[0]
+	default:
+		return "", "", opts, usagef("--cluster: attach works in one cluster, got %d", len(o.Clusters))
 	}
 	if o.Timeout <= 0 {
 		return "", "", opts, usagef("--timeout must be positive")
 	}
 	spec := map[string]string{
 		core.SpecConfigMaps: o.ConfigMaps, core.SpecSecrets: o.Secrets, core.SpecSelector: o.Selector,
-		core.SpecDiscover: fmt.Sprint(o.Discover), core.SpecDryRun: fmt.Sprint(o.DryRun),
+		core.SpecDiscover: fmt.Sprint(o.Discover), core.SpecDryRun: fmt.Sprint(o.DryRun == DryRunClient),
 		core.SpecIncludeSecrets: fmt.Sprint(o.IncludeSecrets || o.Secrets != ""),
 	}
 	opts, err = core.ParseSpec(spec)
@@ -149,7 +166,8 @@ template references. Existing owners are kept. With listed names it waits for th
 ReplicaSet whose pod template uses them, never attaching them to an older one
 (names no template uses go to the current ReplicaSet, as the old Job did).
 
-Exit codes: 0 success, 1 failure (one-line reason on stderr), 2 usage error.`,
+Exit codes: 0 success, 1 failure (one-line reason on stderr), 2 usage error,
+130/143 interrupted by SIGINT/SIGTERM (docs/cli.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return o.Run(cmd.Context(), s)
@@ -168,17 +186,24 @@ func runLegacy(ctx context.Context, args []string, s *Streams) error {
 	o.LogLevel = envOr("LOG_LEVEL", o.LogLevel)
 	o.InCluster = strings.EqualFold(envOr("IS_IN_CLUSTER", "false"), "true")
 	fs := flag.NewFlagSet("configmap-attacher", flag.ContinueOnError)
-	fs.SetOutput(s.Err)
+	fs.SetOutput(io.Discard) // the error is printed once, by Main; -h prints the usage below
 	fs.StringVar(&o.Rollout, "rollout", "", "Argo Rollout whose current ReplicaSet becomes the owner")
 	fs.StringVar(&o.Namespace, "namespace", "", "namespace of the Rollout")
 	fs.StringVar(&o.ConfigMaps, "configmaps", "", "comma list of ConfigMap names to attach")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file (when IS_IN_CLUSTER is not true)")
 	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "how long to wait for the Rollout's current ReplicaSet")
+	verbose := fs.Bool("v", false, "log at info on stderr (LOG_LEVEL sets the level too)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(s.Out)
+			fmt.Fprintln(s.Out, "Usage (the old Job's form): configmap-attacher -rollout R -namespace N -configmaps a,b")
+			fs.PrintDefaults()
 			return nil
 		}
-		return usageError{err}
+		return usageError{legacyFlagError(err)}
+	}
+	if *verbose && o.LogLevel == "" {
+		o.LogLevel = "info"
 	}
 	if fs.NArg() > 0 {
 		return usagef("unexpected argument %q", fs.Arg(0))
@@ -189,6 +214,20 @@ func runLegacy(ctx context.Context, args []string, s *Streams) error {
 	return o.Run(ctx, s)
 }
 
+// legacyFlagError adds a suggestion to the flag package's "flag provided but not
+// defined: -x" error.
+func legacyFlagError(err error) error {
+	const undefined = "flag provided but not defined: -"
+	msg := err.Error()
+	if !strings.HasPrefix(msg, undefined) {
+		return err
+	}
+	if s := suggest(strings.TrimPrefix(msg, undefined), legacyFlags); s != "" {
+		return fmt.Errorf("%w (did you mean -%s?)", err, s)
+	}
+	return err
+}
+
 // Run resolves the workload's current ReplicaSet and attaches. It returns a usage error
 // for bad options and a one-line error for failures.
 func (o *AttachOptions) Run(ctx context.Context, s *Streams) error {
@@ -196,37 +235,26 @@ func (o *AttachOptions) Run(ctx context.Context, s *Streams) error {
 	if err != nil {
 		return err
 	}
-	log, err := NewLogger(s.Err, o.LogLevel, o.LogFormat)
+	log, err := NewLogger(s.Err, logLevel(o.LogLevel, o.Verbose), o.LogFormat)
 	if err != nil {
 		return err
 	}
 	if job := envOr("JOB_NAME", ""); job != "" || envOr("VERSION", "") != "" {
 		log = log.With("job", job, "jobVersion", envOr("VERSION", ""))
 	}
-	cfg, err := o.restConfig(ctx)
-	if err != nil {
-		return err
-	}
-	ns := o.Namespace
-	if ns == "" {
-		ns, err = contextNamespace(o)
-		if err != nil {
-			return err
-		}
-	}
-	clients, err := kube.NewClients(cfg)
+	clients, ns, err := o.connect(ctx)
 	if err != nil {
 		return err
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	rs, err := o.waitForOwner(waitCtx, log, clients, kind, ns, name, opts)
+	rs, note, err := o.waitForOwner(waitCtx, log, s, clients, kind, ns, name, opts)
 	if err != nil {
 		return fmt.Errorf("%s %s/%s: %w", kind, ns, name, err)
 	}
 
 	recorder := &kube.SyncRecorder{Client: clients.Kube, Component: kube.UserAgent, Logger: log}
-	att, err := core.NewAttacher(core.Config{Cluster: o.Cluster,
+	att, err := core.NewAttacher(core.Config{Cluster: o.clusterName(),
 		Client: clients.Kube, Reader: core.LiveReader{Client: clients.Kube, Dynamic: clients.Dynamic, Metadata: clients.Metadata},
 		Recorder: recorder, BlockOwnerDeletion: o.BlockOwnerDeletion, AllowSecrets: opts.IncludeSecrets, Logger: log,
 	})
@@ -234,22 +262,63 @@ func (o *AttachOptions) Run(ctx context.Context, s *Streams) error {
 		return err
 	}
 	res, attachErr := att.Attach(ctx, core.Event{Namespace: ns, Name: rs.Name, UID: rs.UID, Options: opts})
-	if err := printResult(s.Out, o.Output, &res); err != nil {
+	if err := printResult(s.Out, o.Output, AttachOutput{Result: &res, DryRun: o.DryRun, Note: note}); err != nil {
 		return err
 	}
 	if attachErr != nil {
 		return attachErr
 	}
-	if o.legacy {
-		// The old Job failed when a listed ConfigMap did not exist; keep that contract.
-		for _, or := range res.Objects {
-			if or.Outcome == core.OutcomeMissing {
-				return fmt.Errorf("ConfigMap %s/%s not found", ns, or.Name)
-			}
-		}
+	if err := listedMissing(&res); err != nil {
+		return err
 	}
 	log.Info("done", "summary", res.Summary())
 	return nil
+}
+
+// connect builds the clients and the namespace, which must exist (checkNamespace).
+func (o *AttachOptions) connect(ctx context.Context) (*kube.Clients, string, error) {
+	cfg, err := o.restConfig(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	if o.DryRun == DryRunServer {
+		cfg = serverDryRun(cfg)
+	}
+	ns := o.Namespace
+	if ns == "" {
+		if ns, err = contextNamespace(o); err != nil {
+			return nil, "", err
+		}
+	}
+	clients, err := kube.NewClients(cfg)
+	if err != nil {
+		return nil, "", err
+	}
+	return clients, ns, checkNamespace(ctx, clients.Kube, ns)
+}
+
+// clusterName is the cluster named in the result: --cluster, else the default
+// cluster's name as serve reports it.
+func (o *AttachOptions) clusterName() string {
+	if o.Cluster != "" {
+		return o.Cluster
+	}
+	return dispatch.DefaultClusterName
+}
+
+// listedMissing fails when a ConfigMap or Secret named on the command line does not
+// exist: both forms, one rule (the old Job exited 1 then too).
+func listedMissing(res *core.Result) error {
+	var missing []string
+	for _, or := range res.Objects {
+		if or.Outcome == core.OutcomeMissing && slices.Contains(or.From, "command-line") {
+			missing = append(missing, string(or.Kind)+" "+res.Namespace+"/"+or.Name)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return notFoundError{strings.Join(missing, ", ") + " not found (named on the command line)"}
 }
 
 // progressEvery is how often a waiting attach says on stderr what it still waits for.
@@ -257,8 +326,9 @@ var progressEvery = 5 * time.Second
 
 // waitForOwner waits for the ReplicaSet to attach to: with listed names, the one their
 // pod template uses, never an older one (safety rule 10, core.ListedOwnerWait); without,
-// the workload's current ReplicaSet.
-func (o *AttachOptions) waitForOwner(ctx context.Context, log *slog.Logger, clients *kube.Clients, kind, ns, name string, opts core.Options) (*appsv1.ReplicaSet, error) {
+// the workload's current ReplicaSet. Every progressEvery it says on stderr what it still
+// waits for.
+func (o *AttachOptions) waitForOwner(ctx context.Context, log *slog.Logger, s *Streams, clients *kube.Clients, kind, ns, name string, opts core.Options) (*appsv1.ReplicaSet, string, error) {
 	var listed []core.Ref
 	for _, n := range opts.ConfigMaps {
 		listed = append(listed, core.Ref{Kind: core.KindConfigMap, Name: n})
@@ -266,18 +336,17 @@ func (o *AttachOptions) waitForOwner(ctx context.Context, log *slog.Logger, clie
 	for _, n := range opts.Secrets {
 		listed = append(listed, core.Ref{Kind: core.KindSecret, Name: n})
 	}
-	if kind == "ReplicaSet" || len(listed) == 0 {
-		log.Info("waiting for the current ReplicaSet", "kind", kind, "namespace", ns, "name", name, "timeout", o.Timeout)
-		return core.WaitForCurrentReplicaSet(ctx, clients.Kube, clients.Dynamic, kind, ns, name, o.Interval)
+	if kind == "ReplicaSet" {
+		listed = nil // the ReplicaSet is named: only its existence is waited for
 	}
-	log.Info("waiting for the ReplicaSet whose pod template uses the listed names", "kind", kind, "namespace", ns, "name", name, "timeout", o.Timeout)
+	log.Info("waiting for the ReplicaSet to attach to", "kind", kind, "namespace", ns, "name", name, "listed", len(listed), "timeout", o.Timeout)
+	start := time.Now()
 	w := core.ListedOwnerWait{Client: clients.Kube, Dynamic: clients.Dynamic, Metadata: clients.Metadata, Interval: o.Interval,
-		ProgressEvery: progressEvery, Progress: func(missing string) { log.Info("still waiting", "for", missing) }}
-	rs, note, err := w.ReplicaSetFor(ctx, kind, ns, name, listed)
-	if note != "" {
-		log.Warn("attaching to the current ReplicaSet", "replicaSet", rs.Name, "because", note)
-	}
-	return rs, err
+		ProgressEvery: progressEvery, Progress: func(missing string) {
+			fmt.Fprintf(s.Err, "waiting for %s %s/%s (%s of %s): %s\n", kind, ns, name,
+				time.Since(start).Round(time.Second), o.Timeout, missing)
+		}}
+	return w.ReplicaSetFor(ctx, kind, ns, name, listed)
 }
 
 func contextNamespace(o *AttachOptions) (string, error) {
@@ -288,19 +357,69 @@ func contextNamespace(o *AttachOptions) (string, error) {
 	return ns, nil
 }
 
-func printResult(w io.Writer, format string, res *core.Result) error {
-	if format == "json" {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
+// AttachOutput is what `attach -o json|yaml` prints: the core's result, with the dry
+// run as on every command (none, client or server) and the note on the owner chosen.
+type AttachOutput struct {
+	*core.Result
+	DryRun string `json:"dryRun"`
+	Note   string `json:"note,omitempty"`
+}
+
+func printResult(w io.Writer, format string, out AttachOutput) error {
+	if ok, err := writeStructured(w, format, out); ok {
+		return err
 	}
-	fmt.Fprintln(w, res.Summary())
-	for _, or := range res.Objects {
-		line := fmt.Sprintf("  %-9s %-40s %s", or.Kind, or.Name, or.Outcome)
-		if or.Reason != "" {
-			line += " (" + or.Reason + ")"
+	res := out.Result
+	if format == OutputName {
+		for _, or := range res.Objects {
+			switch or.Outcome {
+			case core.OutcomeAttached, core.OutcomeAlreadyAttached, core.OutcomeWouldAttach:
+				fmt.Fprintf(w, "%s/%s\n", strings.ToLower(string(or.Kind)), or.Name)
+			}
 		}
-		fmt.Fprintln(w, line)
+		return nil
+	}
+	title := res.Summary()
+	if out.DryRun != DryRunNone {
+		title += " (dry run: " + out.DryRun + ", nothing stored)"
+	}
+	fmt.Fprintln(w, title)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, or := range res.Objects {
+		line := fmt.Sprintf("  %s\t%s\t%s", or.Kind, or.Name, or.Outcome)
+		if format == OutputWide {
+			line += "\t" + dash(strings.Join(or.From, ",")) + "\t" + dash(strings.Join(or.Owners, ","))
+		}
+		if or.Reason != "" {
+			line += "\t(" + or.Reason + ")"
+		}
+		fmt.Fprintln(tw, line)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if out.Note != "" {
+		fmt.Fprintln(w, "note: "+out.Note)
+	}
+	var notOptedIn []string
+	for _, or := range res.Objects {
+		if or.Outcome == core.OutcomeSkipped && strings.HasPrefix(or.Reason, "not opted in") {
+			notOptedIn = append(notOptedIn, string(or.Kind)+"/"+or.Name)
+		}
+	}
+	if len(notOptedIn) > 0 {
+		fmt.Fprintf(w, "hint: the pod template references %s without the opt-in label; to opt in:\n", strings.Join(notOptedIn, ", "))
+		for _, c := range optInFix(res.Namespace, notOptedIn).Kubectl {
+			fmt.Fprintln(w, "  "+c)
+		}
+		fmt.Fprintln(w, "  (configmap-attacher status -n "+res.Namespace+" shows the Kustomize and Helm forms)")
 	}
 	return nil
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

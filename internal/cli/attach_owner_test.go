@@ -99,7 +99,7 @@ func TestAttachWaitsForTheReplicaSetThatUsesTheListedNames(t *testing.T) {
 		t.Fatal("the command did not finish")
 	}
 	require.Equal(t, 0, r.code, "stdout: %s\nstderr: %s", r.stdout, r.stderr)
-	assert.Contains(t, r.stderr, "still waiting", "progress on stderr")
+	assert.Contains(t, r.stderr, "waiting for Deployment "+ns+"/app (", "progress on stderr")
 	assert.Contains(t, r.stderr, "app-config-2", "the progress names what is missing")
 	cur, err := core.CurrentReplicaSet(ctx, kc, nil, "Deployment", ns, "app")
 	require.NoError(t, err)
@@ -131,7 +131,8 @@ func TestAttachListedNameNoTemplateUses(t *testing.T) {
 		"--configmaps", "runtime-settings", "--timeout", "30s")
 	require.Equal(t, 0, code, "stdout: %s\nstderr: %s", out, errOut)
 	assert.Less(t, time.Since(start), 15*time.Second, "no wait for the timeout")
-	assert.Contains(t, errOut, "as the old Job did", "the fallback is said")
+	assert.Contains(t, out, "as the old Job did", "the fallback is said, with the result")
+	assert.Empty(t, errOut, "quiet on stderr on success")
 	cur, err := core.CurrentReplicaSet(ctx, kc, nil, "Deployment", ns, "app")
 	require.NoError(t, err)
 	assert.Equal(t, []types.UID{cur.UID}, ownerUIDsOf(t, kc, ns, "runtime-settings"))

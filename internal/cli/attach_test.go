@@ -195,7 +195,7 @@ func TestExitCodes(t *testing.T) {
 				assert.True(t, strings.HasPrefix(lines[len(lines)-1], "error: "), "the last line is a one-line reason: %q", errOut)
 			}
 			if tc.name == "attach json" {
-				var res core.Result
+				var res cli.AttachOutput
 				require.NoError(t, json.Unmarshal([]byte(out), &res))
 				assert.Equal(t, rs.UID, res.UID)
 				require.Len(t, res.Objects, 1)

@@ -27,9 +27,9 @@ type MultiClusterFlags struct {
 }
 
 func (m *MultiClusterFlags) addFlags(fs *pflag.FlagSet) {
-	fs.StringArrayVar(&m.Clusters, "cluster", m.Clusters, "work on this cluster (a kubeconfig context, or with --argocd-clusters any registered cluster name); repeat for several")
+	fs.StringArrayVar(&m.Clusters, "cluster", m.Clusters, clusterFlagHelp)
 	fs.BoolVar(&m.AllContexts, "all-contexts", m.AllContexts, "work on every context of the kubeconfig")
-	fs.StringVar(&m.ArgoCDNamespace, "argocd-clusters", m.ArgoCDNamespace, "also work on the clusters of the Argo CD cluster Secrets in this namespace")
+	fs.StringVar(&m.ArgoCDNamespace, "argocd-clusters", m.ArgoCDNamespace, argoCDFlagHelp)
 	if m.Parallel == 0 {
 		m.Parallel = cluster.DefaultParallel
 	}
@@ -69,7 +69,7 @@ func targetName(t target) string { return t.name }
 // kubeconfig contexts. Invalid Argo CD Secrets are logged and skipped.
 func (c *ClusterFlags) targets(ctx context.Context, log *slog.Logger) ([]target, error) {
 	if !c.multi() {
-		clients, nss, err := c.connect()
+		clients, nss, err := c.connect(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -154,3 +154,9 @@ func (o *AttachOptions) restConfig(ctx context.Context) (*rest.Config, error) {
 	}
 	return sel[0].Config, nil
 }
+
+// The help of --cluster and --argocd-clusters, the same on every command.
+const (
+	clusterFlagHelp = "work on this cluster: a kubeconfig context, or with --argocd-clusters any registered cluster name; repeat for several"
+	argoCDFlagHelp  = "also work on the clusters of the Argo CD cluster Secrets in this namespace"
+)

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,19 +16,22 @@ import (
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
-	"sigs.k8s.io/yaml"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/cluster"
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
+	"github.com/configmap-attacher/configmap-attacher/internal/dispatch"
 	"github.com/configmap-attacher/configmap-attacher/internal/gc"
 	"github.com/configmap-attacher/configmap-attacher/internal/kube"
 )
 
 func init() { register(newGCCommand) }
+
+var gcOutputs = []string{OutputText, OutputWide, OutputJSON, OutputYAML, OutputName}
 
 // Dry-run modes of `gc --dry-run`, kubectl's convention.
 const (
@@ -75,7 +77,7 @@ func (c *ClusterFlags) validate() (labels.Selector, error) {
 	return sel, nil
 }
 
-func (c *ClusterFlags) connect() (*kube.Clients, []string, error) {
+func (c *ClusterFlags) connect(ctx context.Context) (*kube.Clients, []string, error) {
 	opts := kube.ConfigOptions{Kubeconfig: c.Kubeconfig, Context: c.Context, InCluster: c.InCluster}
 	cfg, err := kube.RESTConfig(opts)
 	if err != nil {
@@ -94,7 +96,7 @@ func (c *ClusterFlags) connect() (*kube.Clients, []string, error) {
 			return nil, nil, err
 		}
 	}
-	return clients, []string{ns}, nil
+	return clients, []string{ns}, checkNamespace(ctx, clients.Kube, ns)
 }
 
 // GCOptions are the flags of `configmap-attacher gc`.
@@ -102,48 +104,42 @@ type GCOptions struct {
 	ClusterFlags
 	// DryRun is client (default: plan only), server (deletes sent with dryRun=All) or none.
 	DryRun string
-	// Output is table (default), json or yaml.
+	// Output is text (a table, default; "table" too), wide, json, yaml or name.
 	Output             string
 	MinAge             time.Duration
 	Keep               int
 	BlockOwnerDeletion bool
 	LogLevel           string
 	LogFormat          string
+	Verbose            int
 }
 
 // DefaultGCOptions returns the defaults: client dry run, table output, gc.DefaultMinAge, gc.DefaultKeep.
 func DefaultGCOptions() GCOptions {
-	return GCOptions{DryRun: DryRunClient, Output: "table", MinAge: gc.DefaultMinAge, Keep: gc.DefaultKeep, LogLevel: "info", LogFormat: "text"}
+	return GCOptions{DryRun: DryRunClient, Output: OutputText, MinAge: gc.DefaultMinAge, Keep: gc.DefaultKeep, LogFormat: "text"}
 }
 
 // AddFlags binds the options to fs.
 func (o *GCOptions) AddFlags(fs *pflag.FlagSet) {
 	o.ClusterFlags.AddFlags(fs)
-	fs.StringVar(&o.DryRun, "dry-run", o.DryRun, `"client" prints the plan and deletes nothing, "server" sends the deletes with dryRun=All, "none" deletes`)
-	fs.Lookup("dry-run").NoOptDefVal = DryRunClient
-	fs.StringVarP(&o.Output, "output", "o", o.Output, "output format: table, json or yaml")
+	addDryRunFlag(fs, &o.DryRun, "deletes and repairs")
+	addOutputFlag(fs, &o.Output, gcOutputs...)
 	fs.DurationVar(&o.MinAge, "gc-min-age", o.MinAge, "grace period: revisions younger than this are kept")
 	fs.IntVar(&o.Keep, "gc-keep", o.Keep, "keep the newest N unreferenced revisions of each family")
 	fs.BoolVar(&o.BlockOwnerDeletion, "block-owner-deletion", o.BlockOwnerDeletion, "set blockOwnerDeletion on ownerReferences added by repairs")
-	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "log level: debug, info, warn, error")
-	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "log format: text or json")
+	addLogFlags(fs, &o.LogLevel, &o.LogFormat, &o.Verbose)
 }
 
 // Validate checks the options and returns the parsed selector. Errors are usage errors (exit 2).
 func (o *GCOptions) Validate() (labels.Selector, error) {
-	switch o.DryRun {
-	case DryRunClient, DryRunServer, DryRunNone:
-	case "true":
-		o.DryRun = DryRunClient
-	case "false":
-		o.DryRun = DryRunNone
-	default:
-		return nil, usagef("--dry-run %q: want client, server or none", o.DryRun)
+	if o.DryRun == "" {
+		o.DryRun = DryRunClient // gc plans unless told to delete
 	}
-	switch o.Output {
-	case "table", "text", "json", "yaml":
-	default:
-		return nil, usagef("--output %q: want table, json or yaml", o.Output)
+	if err := validDryRun(&o.DryRun); err != nil {
+		return nil, err
+	}
+	if err := validOutput(&o.Output, gcOutputs...); err != nil {
+		return nil, err
 	}
 	if err := (gc.Options{MinAge: o.MinAge, Keep: o.Keep}).Validate(); err != nil {
 		var fe *core.FieldError
@@ -158,7 +154,7 @@ func (o *GCOptions) Validate() (labels.Selector, error) {
 func newGCCommand(s *Streams) *cobra.Command {
 	o := DefaultGCOptions()
 	cmd := &cobra.Command{
-		Use:   "gc [-n NAMESPACE | -A] [--dry-run=client|server|none] [-o table|json|yaml]",
+		Use:   "gc [-n NAMESPACE | -A] [--dry-run=client|server|none] [-o text|wide|json|yaml|name]",
 		Short: "Plan (and with --dry-run=none, carry out) the orphan sweep once",
 		Long: `gc lists every opted-in revision (label configmap-attacher.io/revision=true) and
 decides whether it is deleted, kept or repaired (attached to the
@@ -173,7 +169,8 @@ UID and resourceVersion seen, so an object changed meanwhile is not deleted.
 Dry run by default: the plan printed is exactly what --dry-run=none then deletes if
 nothing changes in between.
 
-Exit codes: 0 success, 1 failure (one-line reason on stderr), 2 usage error.`,
+Exit codes: 0 success, 1 failure (one-line reason on stderr), 2 usage error,
+130/143 interrupted by SIGINT/SIGTERM (docs/cli.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.Run(cmd.Context(), s) },
 	}
@@ -181,12 +178,76 @@ Exit codes: 0 success, 1 failure (one-line reason on stderr), 2 usage error.`,
 	return cmd
 }
 
-// GCOutput is what `gc -o json|yaml` prints.
+// GCOutput is what `gc -o json|yaml` prints. Durations are in seconds; dryRun is
+// none, client or server wherever it appears; a cluster is named as the service names
+// it ("in-cluster" for the one of --kubeconfig/--context).
 type GCOutput struct {
-	DryRun     string       `json:"dryRun"`
-	MinAge     gc.Duration  `json:"minAge"`
-	Keep       int          `json:"keep"`
-	Namespaces []*gc.Report `json:"namespaces"`
+	DryRun        string        `json:"dryRun"`
+	MinAgeSeconds int64         `json:"minAgeSeconds"`
+	Keep          int           `json:"keep"`
+	Namespaces    []GCNamespace `json:"namespaces"`
+	// multi is set when several clusters were asked for (the table gets a CLUSTER column).
+	multi bool
+}
+
+// GCNamespace is one namespace's sweep.
+type GCNamespace struct {
+	Cluster   string   `json:"cluster"`
+	Namespace string   `json:"namespace"`
+	DryRun    string   `json:"dryRun"`
+	Results   []GCItem `json:"results"`
+	// AttachedByName are objects a ReplicaSet owns that carry no opt-in label (listed by
+	// an annotation or a command line): never swept, deleted by the garbage collector
+	// with their last owner.
+	AttachedByName []string `json:"attachedByName,omitempty"`
+}
+
+// GCItem is one revision: what the plan decided, why, and what happened.
+type GCItem struct {
+	Kind            core.Kind          `json:"kind"`
+	Name            string             `json:"name"`
+	UID             types.UID          `json:"uid"`
+	ResourceVersion string             `json:"resourceVersion"`
+	Family          string             `json:"family"`
+	Created         time.Time          `json:"created"`
+	AgeSeconds      int64              `json:"ageSeconds"`
+	Decision        gc.Decision        `json:"decision"`
+	Reason          string             `json:"reason"`
+	ReferencedBy    []string           `json:"referencedBy,omitempty"`
+	Owners          []string           `json:"owners,omitempty"`
+	Rank            int                `json:"rank,omitempty"`
+	Repair          []gc.ReplicaSetRef `json:"repair,omitempty"`
+	Outcome         gc.Outcome         `json:"outcome,omitempty"`
+	Error           string             `json:"error,omitempty"`
+}
+
+func newGCOutput(dryRun string, minAge time.Duration, keep int, reps []*gc.Report, byName map[*gc.Report][]string, multi bool) GCOutput {
+	out := GCOutput{DryRun: dryRun, MinAgeSeconds: int64(minAge / time.Second), Keep: keep, Namespaces: []GCNamespace{}, multi: multi}
+	for _, r := range reps {
+		ns := GCNamespace{Cluster: clusterOrDefault(r.Cluster), Namespace: r.Namespace, DryRun: dryRun, Results: []GCItem{},
+			AttachedByName: byName[r]}
+		for _, it := range r.Results {
+			g := gcItem(it.Item, it.Outcome)
+			g.Error = it.Error
+			ns.Results = append(ns.Results, g)
+		}
+		out.Namespaces = append(out.Namespaces, ns)
+	}
+	return out
+}
+
+func gcItem(it gc.Item, outcome gc.Outcome) GCItem {
+	return GCItem{Kind: it.Kind, Name: it.Name, UID: it.UID, ResourceVersion: it.ResourceVersion,
+		Family: it.Family, Created: it.Created, AgeSeconds: int64(time.Duration(it.Age) / time.Second), Decision: it.Decision,
+		Reason: it.Reason, ReferencedBy: it.ReferencedBy, Owners: it.Owners, Rank: it.Rank, Repair: it.Repair, Outcome: outcome}
+}
+
+// clusterOrDefault names the cluster of --kubeconfig/--context as serve does.
+func clusterOrDefault(name string) string {
+	if name == "" {
+		return dispatch.DefaultClusterName
+	}
+	return name
 }
 
 // Run sweeps the selected namespaces once and prints the result. It returns a usage
@@ -196,7 +257,7 @@ func (o *GCOptions) Run(ctx context.Context, s *Streams) error {
 	if err != nil {
 		return err
 	}
-	log, err := NewLogger(s.Err, o.LogLevel, o.LogFormat)
+	log, err := NewLogger(s.Err, logLevel(o.LogLevel, o.Verbose), o.LogFormat)
 	if err != nil {
 		return err
 	}
@@ -206,23 +267,29 @@ func (o *GCOptions) Run(ctx context.Context, s *Streams) error {
 	}
 	var reps []*gc.Report
 	var sweepErr error
+	byName := map[*gc.Report][]string{}
+	var mu sync.Mutex
+	one := func(ctx context.Context, t target) error {
+		r, err := o.sweep(ctx, log, sel, t)
+		names := make([][]string, len(r))
+		for i := range r {
+			names[i] = attachedByName(ctx, t.clients.Metadata, r[i].Namespace, o.IncludeSecrets)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		reps = append(reps, r...)
+		for i := range r {
+			byName[r[i]] = names[i]
+		}
+		return err
+	}
 	if len(targets) == 1 && targets[0].name == "" {
-		reps, sweepErr = o.sweep(ctx, log, sel, targets[0])
+		sweepErr = one(ctx, targets[0])
 	} else {
-		var mu sync.Mutex
-		sweepErr = cluster.Parallel(ctx, targets, o.Parallel, targetName, func(ctx context.Context, t target) error {
-			r, err := o.sweep(ctx, log, sel, t)
-			mu.Lock()
-			reps = append(reps, r...)
-			mu.Unlock()
-			return err
-		})
+		sweepErr = cluster.Parallel(ctx, targets, o.Parallel, targetName, one)
 		sort.SliceStable(reps, func(i, j int) bool { return reps[i].Cluster < reps[j].Cluster })
 	}
-	out := GCOutput{DryRun: o.DryRun, MinAge: gc.Duration(o.MinAge), Keep: o.Keep, Namespaces: reps}
-	if out.Namespaces == nil {
-		out.Namespaces = []*gc.Report{}
-	}
+	out := newGCOutput(o.DryRun, o.MinAge, o.Keep, reps, byName, len(targets) > 1 || targets[0].name != "")
 	if err := printGC(s.Out, o.Output, &out, time.Now()); err != nil {
 		return err
 	}
@@ -270,59 +337,30 @@ func (o *GCOptions) sweep(ctx context.Context, log *slog.Logger, sel labels.Sele
 }
 
 func printGC(w io.Writer, format string, out *GCOutput, now time.Time) error {
-	switch format {
-	case "json":
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
-	case "yaml":
-		b, err := yaml.Marshal(out)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(b)
+	if ok, err := writeStructured(w, format, out); ok {
 		return err
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	header := "NAMESPACE\tKIND\tNAME\tFAMILY\tAGE\tDECISION\tREASON"
-	if out.DryRun != DryRunClient {
-		header = "NAMESPACE\tKIND\tNAME\tFAMILY\tAGE\tDECISION\tRESULT\tREASON"
-	}
-	withCluster := false
-	for _, r := range out.Namespaces {
-		withCluster = withCluster || r.Cluster != ""
-	}
-	if withCluster {
-		header = "CLUSTER\t" + header
-	}
-	fmt.Fprintln(tw, header)
 	n := 0
 	counts := map[gc.Outcome]int{}
 	for _, r := range out.Namespaces {
 		for _, it := range r.Results {
 			n++
 			counts[it.Outcome]++
-			age := duration.ShortHumanDuration(now.Sub(it.Created))
-			reason := it.Reason
-			if it.Error != "" {
-				reason += " [" + core.OneLine(it.Error) + "]"
-			}
-			if withCluster {
-				fmt.Fprintf(tw, "%s\t", r.Cluster)
-			}
-			if out.DryRun == DryRunClient {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Namespace, it.Kind, it.Name, it.Family, age, it.Decision, reason)
-			} else {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Namespace, it.Kind, it.Name, it.Family, age, it.Decision, it.Outcome, reason)
+			if format == OutputName {
+				fmt.Fprintf(w, "%s/%s\n", strings.ToLower(string(it.Kind)), it.Name)
 			}
 		}
 	}
-	if err := tw.Flush(); err != nil {
-		return err
+	if format == OutputName {
+		return nil
 	}
+	defer explainByName(w, out)
 	if n == 0 {
 		fmt.Fprintln(w, "no opted-in revisions found")
 		return nil
+	}
+	if err := gcTable(w, format, out, now); err != nil {
+		return err
 	}
 	var parts []string
 	for _, o := range []gc.Outcome{gc.OutcomeWouldDelete, gc.OutcomeDeleted, gc.OutcomeChanged, gc.OutcomeGone,
@@ -331,6 +369,60 @@ func printGC(w io.Writer, format string, out *GCOutput, now time.Time) error {
 			parts = append(parts, fmt.Sprintf("%d %s", counts[o], o))
 		}
 	}
-	fmt.Fprintf(w, "\n%d revision(s): %s (dry run: %s, min age %s, keep %d)\n", n, strings.Join(parts, ", "), out.DryRun, time.Duration(out.MinAge), out.Keep)
+	fmt.Fprintf(w, "\n%d revision(s): %s (dry run: %s, min age %s, keep %d)\n", n, strings.Join(parts, ", "), out.DryRun,
+		time.Duration(out.MinAgeSeconds)*time.Second, out.Keep)
 	return nil
+}
+
+// explainByName says why objects attached by name are not in the plan.
+func explainByName(w io.Writer, out *GCOutput) {
+	var all []string
+	for _, r := range out.Namespaces {
+		for _, n := range r.AttachedByName {
+			all = append(all, r.Namespace+"/"+n)
+		}
+	}
+	if len(all) > 0 {
+		fmt.Fprintf(w, "not swept: %s: attached by name without the %s=true label; the garbage collector deletes each with its last owner (label it to let gc collect it once unused)\n",
+			strings.Join(all, ", "), core.LabelRevision)
+	}
+}
+
+// gcTable writes the plan's table (never an empty one); wide adds the owners and the
+// referencing objects.
+func gcTable(w io.Writer, format string, out *GCOutput, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	cols := []string{"NAMESPACE", "KIND", "NAME", "FAMILY", "AGE", "DECISION"}
+	if out.DryRun != DryRunClient {
+		cols = append(cols, "RESULT")
+	}
+	cols = append(cols, "REASON")
+	if format == OutputWide {
+		cols = append(cols, "REFERENCED-BY", "OWNERS")
+	}
+	if out.multi {
+		cols = append([]string{"CLUSTER"}, cols...)
+	}
+	fmt.Fprintln(tw, strings.Join(cols, "\t"))
+	for _, r := range out.Namespaces {
+		for _, it := range r.Results {
+			reason := it.Reason
+			if it.Error != "" {
+				reason += " [" + core.OneLine(it.Error) + "]"
+			}
+			row := []string{r.Namespace, string(it.Kind), it.Name, it.Family, duration.ShortHumanDuration(now.Sub(it.Created)), string(it.Decision)}
+			if out.DryRun != DryRunClient {
+				row = append(row, string(it.Outcome))
+			}
+			row = append(row, reason)
+			if format == OutputWide {
+				row = append(row, dash(strings.Join(it.ReferencedBy, ",")), dash(strings.Join(it.Owners, ",")))
+			}
+			if out.multi {
+				row = append([]string{r.Cluster}, row...)
+			}
+			fmt.Fprintln(tw, strings.Join(row, "\t"))
+		}
+	}
+	return tw.Flush()
 }

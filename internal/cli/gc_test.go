@@ -37,7 +37,7 @@ func TestGCAndStatusUsage(t *testing.T) {
 		{"namespace and all", []string{"gc", "-n", "a", "-A"}, "exclusive"},
 		{"bad selector", []string{"gc", "--selector", "a in (("}, "--selector"},
 		{"unknown flag", []string{"gc", "--nope"}, "unknown flag"},
-		{"status bad output", []string{"status", "-o", "yaml"}, "--output"},
+		{"status bad output", []string{"status", "-o", "name"}, "--output"},
 		{"status bad interval", []string{"status", "--interval=0s"}, "--interval"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -100,7 +100,7 @@ func TestStatusTree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := cli.BuildStatus(snap, plan)
+	st := cli.BuildStatus(snap, plan, nil, false)
 	var buf bytes.Buffer
 	cli.RenderStatus(&buf, st, now)
 	out := buf.String()

@@ -10,18 +10,24 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 )
 
-// Exit codes shared by every command.
+// Exit codes shared by every command (docs/cli.md, "Exit codes").
 const (
 	ExitOK      = 0
 	ExitFailure = 1
 	ExitUsage   = 2
+	// ExitInterrupted and ExitTerminated follow the shell's 128+signal convention:
+	// SIGINT (Ctrl-C) and SIGTERM (a Job's or a pod's stop) during a command.
+	ExitInterrupted = 130
+	ExitTerminated  = 143
 )
 
 // Version is stamped at build time (-ldflags "-X .../internal/cli.Version=v1.2.3").
@@ -53,14 +59,42 @@ func Register(f func(*Streams) *cobra.Command) { register(f) }
 // Main runs the program with args (without the program name) and returns the exit code.
 // Arguments that start with a flag and name no subcommand are the legacy one-shot Job
 // form: configmap-attacher -rollout R -namespace N -configmaps a,b.
+//
+// ctx is the program's signal context (signal.NotifyContext in main): a command it ends
+// reports "interrupted" and exits 130 (SIGINT) or 143 (SIGTERM), never "timed out".
 func Main(ctx context.Context, args []string, s Streams) int {
+	var err error
 	if isLegacy(args) {
-		return exitCode(runLegacy(ctx, args, &s), s.Err)
+		err = runLegacy(ctx, args, &s)
+	} else {
+		root := NewRoot(&s)
+		root.SetArgs(args)
+		if err = oneDashLongFlag(root, args); err == nil {
+			err = root.ExecuteContext(ctx)
+		}
+		if err != nil && strings.HasPrefix(err.Error(), "unknown command") && len(args) > 0 {
+			err = usageError{err}
+			if sug := root.SuggestionsFor(args[0]); len(sug) > 0 {
+				err = usagef("%v (did you mean %s?)", err, sug[0])
+			}
+		}
 	}
-	root := NewRoot(&s)
-	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
+	if err != nil && ctx.Err() != nil {
+		return interrupted(ctx, s.Err)
+	}
 	return exitCode(err, s.Err)
+}
+
+// interrupted reports a command cut short by a signal and returns its exit code. The
+// signal is known from the context's cause, which signal.NotifyContext sets to an
+// error naming the signal received.
+func interrupted(ctx context.Context, stderr io.Writer) int {
+	code, name := ExitInterrupted, "SIGINT"
+	if cause := context.Cause(ctx); cause != nil && strings.HasPrefix(cause.Error(), syscall.SIGTERM.String()) {
+		code, name = ExitTerminated, "SIGTERM"
+	}
+	fmt.Fprintf(stderr, "error: interrupted (%s): stopped before the command finished\n", name)
+	return code
 }
 
 // NewRoot returns the root command with every subcommand.
@@ -78,26 +112,67 @@ The legacy one-shot Job form still works:
 		Version:       Version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// Main suggests the closest subcommand, in the words used for flags.
+		DisableSuggestions:         true,
+		SuggestionsMinimumDistance: 2,
 	}
 	root.SetIn(s.In)
 	root.SetOut(s.Out)
 	root.SetErr(s.Err)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(flagError)
 	for _, f := range commands {
 		root.AddCommand(f(s))
 	}
 	return root
 }
 
+// oneDashLongFlag refuses a subcommand's long flag written with one dash (-namespace, as
+// in the old Job's form), which the flag parser would read as -n amespace.
+func oneDashLongFlag(root *cobra.Command, args []string) error {
+	cmd, rest, err := root.Find(args)
+	if err != nil || cmd == root {
+		return nil
+	}
+	for _, a := range rest {
+		if a == "--" {
+			return nil
+		}
+		if len(a) < 3 || a[0] != '-' || a[1] == '-' {
+			continue
+		}
+		name, _, _ := strings.Cut(a[1:], "=")
+		if f := cmd.Flags().Lookup(name); f != nil {
+			return usagef("%s: long flags take two dashes: --%s", a, name)
+		}
+	}
+	return nil
+}
+
+// legacyFlags are the flags of the old Job's form (runLegacy).
+var legacyFlags = []string{"rollout", "namespace", "configmaps", "kubeconfig", "timeout", "v"}
+
+// isLegacy reports whether args are the old Job's form. After any leading -v, the first
+// argument is a single-dash word flag (-rollout, or a typo of one, which the old form
+// then names), or one of the old form's flags with two dashes (Go's flag package
+// accepts both). -v, -h, -help, -version and every other double-dash flag go to the
+// subcommands.
 func isLegacy(args []string) bool {
+	for len(args) > 0 && (args[0] == "-v" || args[0] == "--v") {
+		args = args[1:]
+	}
 	if len(args) == 0 || !strings.HasPrefix(args[0], "-") {
 		return false
 	}
-	switch args[0] {
-	case "-h", "--help", "-help", "--version", "-version":
-		return false
+	name, _, _ := strings.Cut(strings.TrimLeft(args[0], "-"), "=")
+	if !strings.HasPrefix(args[0], "--") {
+		return len(name) > 1 && name != "help" && name != "version"
 	}
-	return true
+	for _, f := range legacyFlags {
+		if name == f {
+			return true
+		}
+	}
+	return false
 }
 
 func exitCode(err error, stderr io.Writer) int {
@@ -143,4 +218,26 @@ func envOr(key, def string) string {
 		return v
 	}
 	return def
+}
+
+// logLevel is the level of a one-shot command's logger: --log-level when given, else
+// warn, info with -v, debug with -vv. One-shot commands print their result on stdout and
+// stay quiet on stderr unless asked.
+func logLevel(level string, verbose int) string {
+	switch {
+	case level != "":
+		return level
+	case verbose == 1:
+		return "info"
+	case verbose > 1:
+		return "debug"
+	}
+	return "warn"
+}
+
+// addLogFlags binds a one-shot command's logging flags.
+func addLogFlags(fs *pflag.FlagSet, level, format *string, verbose *int) {
+	fs.CountVarP(verbose, "verbose", "v", "log at info on stderr (-vv: debug)")
+	fs.StringVar(level, "log-level", *level, "log level: debug, info, warn, error (default warn; -v info)")
+	fs.StringVar(format, "log-format", *format, "log format: text or json")
 }

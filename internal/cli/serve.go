@@ -59,7 +59,7 @@ type ServeOptions struct {
 	GCInterval         time.Duration
 	GCMinAge           time.Duration
 	GCKeep             int
-	GCDryRun           bool
+	GCDryRun           string
 	LeaderElect        bool
 	LeaseNamespace     string
 	// Security (serve_security.go).
@@ -117,7 +117,8 @@ func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.GCInterval, "gc-interval", o.GCInterval, "run the orphan sweep of every served cluster this often (0: off; e.g. 10m)")
 	fs.DurationVar(&o.GCMinAge, "gc-min-age", o.GCMinAge, "grace period: never collect a revision younger than this")
 	fs.IntVar(&o.GCKeep, "gc-keep", o.GCKeep, "keep the newest N unreferenced revisions of each family")
-	fs.BoolVar(&o.GCDryRun, "gc-dry-run", o.GCDryRun, "sweep without deleting (log what would go)")
+	fs.StringVar(&o.GCDryRun, "gc-dry-run", o.GCDryRun, `the sweep's dry run: "none" (default) deletes, "client" logs what would go, "server" sends the deletes with dryRun=All; true and false are client and none`)
+	fs.Lookup("gc-dry-run").NoOptDefVal = DryRunClient
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "elect one sweeper among the replicas, per cluster, on a Lease in the default cluster (use with replicas > 1)")
 	fs.StringVar(&o.LeaseNamespace, "leader-elect-namespace", o.LeaseNamespace, "namespace of the leader-election Leases (default: the pod's namespace)")
 	o.Security.AddFlags(fs)
@@ -155,7 +156,11 @@ func (o *ServeOptions) Ingress() (server.Ingress, error) {
 	if err := opts.Validate(); err != nil {
 		return in, usageError{err}
 	}
-	in.GC = &server.GCOptions{Interval: o.GCInterval, Options: opts, DryRun: o.GCDryRun}
+	dry := o.GCDryRun
+	if err := validDryRun(&dry); err != nil {
+		return in, usagef("--gc-dry-run %q: want none, client or server", o.GCDryRun)
+	}
+	in.GC = &server.GCOptions{Interval: o.GCInterval, Options: opts, DryRun: dry == DryRunClient, ServerDryRun: dry == DryRunServer}
 	if o.GCInterval > 0 && o.LeaderElect {
 		in.GC.LeaseNamespace = o.LeaseNamespace
 		if in.GC.LeaseNamespace == "" {

@@ -3,7 +3,6 @@ package cli
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -26,6 +25,8 @@ import (
 
 func init() { register(newStatusCommand) }
 
+var statusOutputs = []string{OutputText, OutputWide, OutputJSON, OutputYAML}
+
 // StatusOptions are the flags of `configmap-attacher status`.
 type StatusOptions struct {
 	ClusterFlags
@@ -37,27 +38,31 @@ type StatusOptions struct {
 	// MinAge and Keep classify orphans as the gc command would.
 	MinAge time.Duration
 	Keep   int
+	// Logging: quiet unless -v or --log-level.
+	LogLevel, LogFormat string
+	Verbose             int
 }
 
 // DefaultStatusOptions returns the defaults: text output, 2s watch interval, gc defaults.
 func DefaultStatusOptions() StatusOptions {
-	return StatusOptions{Output: "text", Interval: 2 * time.Second, MinAge: gc.DefaultMinAge, Keep: gc.DefaultKeep}
+	return StatusOptions{Output: "text", Interval: 2 * time.Second, MinAge: gc.DefaultMinAge, Keep: gc.DefaultKeep, LogFormat: "text"}
 }
 
 // AddFlags binds the options to fs.
 func (o *StatusOptions) AddFlags(fs *pflag.FlagSet) {
 	o.ClusterFlags.AddFlags(fs)
-	fs.StringVarP(&o.Output, "output", "o", o.Output, "output format: text (tree) or json")
+	addOutputFlag(fs, &o.Output, statusOutputs...)
 	fs.BoolVarP(&o.Watch, "watch", "w", o.Watch, "re-render whenever the status changes (Ctrl-C to stop)")
 	fs.DurationVar(&o.Interval, "interval", o.Interval, "how often --watch reads the cluster")
 	fs.DurationVar(&o.MinAge, "gc-min-age", o.MinAge, "grace period used to classify orphans (as gc)")
 	fs.IntVar(&o.Keep, "gc-keep", o.Keep, "keep-N used to classify orphans (as gc)")
+	addLogFlags(fs, &o.LogLevel, &o.LogFormat, &o.Verbose)
 }
 
 // Validate checks the options; errors are usage errors (exit 2).
 func (o *StatusOptions) Validate() (labels.Selector, error) {
-	if o.Output != "text" && o.Output != "json" {
-		return nil, usagef("--output %q: want text or json", o.Output)
+	if err := validOutput(&o.Output, statusOutputs...); err != nil {
+		return nil, err
 	}
 	if o.Interval <= 0 {
 		return nil, usagef("--interval must be positive")
@@ -71,14 +76,15 @@ func (o *StatusOptions) Validate() (labels.Selector, error) {
 func newStatusCommand(s *Streams) *cobra.Command {
 	o := DefaultStatusOptions()
 	cmd := &cobra.Command{
-		Use:   "status [-n NAMESPACE | -A] [-o text|json] [--watch]",
+		Use:   "status [-n NAMESPACE | -A] [-o text|wide|json|yaml] [--watch]",
 		Short: "Show, per workload, which ReplicaSet owns which config revision, and the orphans",
 		Long: `status prints a tree per workload: workload -> ReplicaSets (revision, pod hash,
 ready/desired replicas, age) -> the revisions each owns, and the revisions each uses
 without owning them; then the revisions referenced but not attached, and the orphans
 (referenced by nothing, owned by nothing live) with what gc would do with them.
 
-Exit codes: 0 success, 1 failure (one-line reason on stderr), 2 usage error.`,
+Exit codes: 0 success, 1 failure (one-line reason on stderr), 2 usage error,
+130/143 interrupted by SIGINT/SIGTERM (docs/cli.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.Run(cmd.Context(), s) },
 	}
@@ -89,13 +95,15 @@ Exit codes: 0 success, 1 failure (one-line reason on stderr), 2 usage error.`,
 // StatusReport is the status of one namespace (`status -o json` prints one per namespace).
 type StatusReport struct {
 	// Cluster names the cluster with --cluster, --all-contexts or --argocd-clusters.
-	Cluster   string           `json:"cluster,omitempty"`
+	Cluster   string           `json:"cluster"`
 	Namespace string           `json:"namespace"`
 	Workloads []WorkloadStatus `json:"workloads"`
 	// Unattached are revisions some object references but no referencing ReplicaSet owns.
-	Unattached []gc.Item `json:"unattached"`
+	Unattached []GCItem `json:"unattached"`
 	// Orphaned are revisions nothing references and nothing live owns.
-	Orphaned []gc.Item `json:"orphaned"`
+	Orphaned []GCItem `json:"orphaned"`
+	// OptIn is the fix for the workloads' references that are not opted in.
+	OptIn *OptInFix `json:"optInFix,omitempty"`
 }
 
 // WorkloadStatus is one workload and its ReplicaSets.
@@ -108,18 +116,31 @@ type WorkloadStatus struct {
 	// Uses lists the revisions a workload without ReplicaSets (StatefulSet, DaemonSet,
 	// Job, CronJob, Pod) references.
 	Uses []RevisionRef `json:"uses,omitempty"`
+	// NotOptedIn are config objects its templates reference that have no opt-in label
+	// and are not listed by name: never attached, never collected (StatusReport.OptIn).
+	NotOptedIn []ConfigRef `json:"notOptedIn,omitempty"`
+	// Health and Message are the workload's as `kubectl argo rollouts get` shows them
+	// (a Rollout's status.phase, a Deployment's conditions).
+	Health  string `json:"health,omitempty"`
+	Message string `json:"message,omitempty"`
+	// Dangling are config objects its templates require that do not exist: a Pod of
+	// that template cannot start (CreateContainerConfigError).
+	Dangling []ConfigRef `json:"dangling,omitempty"`
 }
 
 // ReplicaSetStatus is one ReplicaSet and its revisions.
 type ReplicaSetStatus struct {
-	Name          string        `json:"name"`
-	UID           types.UID     `json:"uid"`
-	Revision      string        `json:"revision,omitempty"`
-	PodHash       string        `json:"podHash,omitempty"`
-	Replicas      int32         `json:"replicas"`
-	ReadyReplicas int32         `json:"readyReplicas"`
-	Created       time.Time     `json:"created"`
-	Owns          []RevisionRef `json:"owns"`
+	Name          string    `json:"name"`
+	UID           types.UID `json:"uid"`
+	Revision      string    `json:"revision,omitempty"`
+	PodHash       string    `json:"podHash,omitempty"`
+	Replicas      int32     `json:"replicas"`
+	ReadyReplicas int32     `json:"readyReplicas"`
+	Created       time.Time `json:"created"`
+	// Health is Healthy, Progressing or ScaledDown; Role is stable or canary (Rollouts).
+	Health string        `json:"health,omitempty"`
+	Role   string        `json:"role,omitempty"`
+	Owns   []RevisionRef `json:"owns"`
 	// Unattached lists revisions it references but does not own (gc repairs them).
 	Unattached []RevisionRef `json:"unattached,omitempty"`
 }
@@ -129,11 +150,17 @@ type RevisionRef struct {
 	Kind   core.Kind `json:"kind"`
 	Name   string    `json:"name"`
 	Family string    `json:"family,omitempty"`
+	// ByName is set for an object attached by name (an annotation or a command line)
+	// without the opt-in label: the garbage collector deletes it with its last owner,
+	// the orphan sweep never touches it.
+	ByName bool `json:"byName,omitempty"`
 }
 
-// BuildStatus derives a namespace's status from its snapshot and plan (pure).
-func BuildStatus(snap *gc.Snapshot, plan *gc.Plan) StatusReport {
-	rep := StatusReport{Namespace: snap.Namespace, Workloads: []WorkloadStatus{}, Unattached: []gc.Item{}, Orphaned: []gc.Item{}}
+// BuildStatus derives a namespace's status from its snapshot and plan (pure). others
+// are the namespace's config objects outside the plan (listOthers; nil: unknown), for
+// the adoption hints; secrets says whether Secrets were listed.
+func BuildStatus(snap *gc.Snapshot, plan *gc.Plan, others []gc.Revision, secrets bool) StatusReport {
+	rep := StatusReport{Namespace: snap.Namespace, Workloads: []WorkloadStatus{}, Unattached: []GCItem{}, Orphaned: []GCItem{}}
 	items := map[types.UID]gc.Item{}
 	byName := map[string]gc.Item{}
 	for _, it := range plan.Items {
@@ -149,6 +176,23 @@ func BuildStatus(snap *gc.Snapshot, plan *gc.Plan) StatusReport {
 		for _, or := range r.OwnerReferences {
 			owners[or.UID] = append(owners[or.UID], RevisionRef{Kind: r.Kind, Name: r.Name, Family: it.Family})
 		}
+	}
+	for _, r := range others {
+		for _, or := range r.OwnerReferences {
+			if or.Kind == "ReplicaSet" {
+				owners[or.UID] = append(owners[or.UID], RevisionRef{Kind: r.Kind, Name: r.Name, ByName: true})
+			}
+		}
+	}
+	groupOf := func(w *gc.Workload) string {
+		switch w.Kind {
+		case core.RolloutKind, "Deployment":
+		case "ReplicaSet", "Pod":
+			if c := controllerOf(w.OwnerReferences); c != nil && (c.Kind == core.RolloutKind || c.Kind == "Deployment") {
+				return c.Kind + "/" + c.Name
+			}
+		}
+		return w.Kind + "/" + w.Name
 	}
 	groups := map[string]*WorkloadStatus{}
 	var order []string
@@ -173,10 +217,7 @@ func BuildStatus(snap *gc.Snapshot, plan *gc.Plan) StatusReport {
 		case "Deployment":
 			group(w.Kind, w.Name)
 		case "ReplicaSet":
-			kind, name := "ReplicaSet", w.Name
-			if c := controllerOf(w.OwnerReferences); c != nil && (c.Kind == core.RolloutKind || c.Kind == "Deployment") {
-				kind, name = c.Kind, c.Name
-			}
+			kind, name, _ := strings.Cut(groupOf(w), "/")
 			rs := ReplicaSetStatus{Name: w.Name, UID: w.UID, Revision: w.Revision, PodHash: w.PodHash, Replicas: w.Replicas,
 				ReadyReplicas: w.ReadyReplicas, Created: w.Created, Owns: owners[w.UID]}
 			if rs.Owns == nil {
@@ -191,6 +232,11 @@ func BuildStatus(snap *gc.Snapshot, plan *gc.Plan) StatusReport {
 			}
 			g := group(kind, name)
 			g.ReplicaSets = append(g.ReplicaSets, rs)
+		case "Pod":
+			if c := controllerOf(w.OwnerReferences); c != nil && c.Kind == "ReplicaSet" {
+				continue // folded under its ReplicaSet (ready/desired)
+			}
+			fallthrough
 		default:
 			var uses []RevisionRef
 			for _, ref := range w.Refs {
@@ -204,6 +250,17 @@ func BuildStatus(snap *gc.Snapshot, plan *gc.Plan) StatusReport {
 			}
 		}
 	}
+	adoption(&rep, snap, others, byName, secrets, func(w *gc.Workload) *WorkloadStatus {
+		if c := controllerOf(w.OwnerReferences); w.Kind == "Pod" && c != nil && c.Kind == "ReplicaSet" {
+			for i := range snap.Workloads { // the ReplicaSet's group
+				if rs := &snap.Workloads[i]; rs.Kind == "ReplicaSet" && rs.UID == c.UID {
+					w = rs
+				}
+			}
+		}
+		kind, name, _ := strings.Cut(groupOf(w), "/")
+		return group(kind, name)
+	})
 	sort.Strings(order)
 	for _, k := range order {
 		g := groups[k]
@@ -224,9 +281,9 @@ func BuildStatus(snap *gc.Snapshot, plan *gc.Plan) StatusReport {
 	for _, it := range plan.Items {
 		switch {
 		case it.Decision == gc.Repair || (len(it.ReferencedBy) > 0 && len(it.Owners) == 0):
-			rep.Unattached = append(rep.Unattached, it)
+			rep.Unattached = append(rep.Unattached, gcItem(it, ""))
 		case len(it.ReferencedBy) == 0 && len(it.Owners) == 0:
-			rep.Orphaned = append(rep.Orphaned, it)
+			rep.Orphaned = append(rep.Orphaned, gcItem(it, ""))
 		}
 	}
 	return rep
@@ -252,7 +309,9 @@ func containsRev(rs []RevisionRef, kind core.Kind, name string) bool {
 
 // RenderStatus writes rep as a tree (like `kubectl argo rollouts get rollout`). now is
 // the clock ages are computed against.
-func RenderStatus(w io.Writer, rep StatusReport, now time.Time) {
+func RenderStatus(w io.Writer, rep StatusReport, now time.Time) { renderStatus(w, rep, now, false) }
+
+func renderStatus(w io.Writer, rep StatusReport, now time.Time, pal palette) {
 	age := func(t time.Time) string { return duration.ShortHumanDuration(now.Sub(t)) }
 	fmt.Fprintf(w, "Namespace: %s\n", rep.Namespace)
 	if len(rep.Workloads) == 0 {
@@ -263,6 +322,12 @@ func RenderStatus(w io.Writer, rep StatusReport, now time.Time) {
 		if g.Via != "" {
 			title += " (template from " + g.Via + ")"
 		}
+		if g.Health != "" {
+			title += "  " + healthMark(pal, g.Health)
+		}
+		if g.Message != "" {
+			title += "  (" + g.Message + ")"
+		}
 		fmt.Fprintln(w, title)
 		type line struct {
 			text     string
@@ -271,6 +336,12 @@ func RenderStatus(w io.Writer, rep StatusReport, now time.Time) {
 		var lines []line
 		for _, rs := range g.ReplicaSets {
 			t := fmt.Sprintf("ReplicaSet %s", rs.Name)
+			if rs.Health != "" {
+				t += "  " + healthMark(pal, rs.Health)
+			}
+			if rs.Role != "" {
+				t += "  " + rs.Role
+			}
 			var meta []string
 			if rs.Revision != "" {
 				meta = append(meta, "revision:"+rs.Revision)
@@ -282,6 +353,10 @@ func RenderStatus(w io.Writer, rep StatusReport, now time.Time) {
 			t += "  " + strings.Join(meta, "  ")
 			var ch []string
 			for _, r := range rs.Owns {
+				if r.ByName {
+					ch = append(ch, fmt.Sprintf("%s %s  owned, by name (no opt-in label: gc never collects it)", r.Kind, r.Name))
+					continue
+				}
 				ch = append(ch, fmt.Sprintf("%s %s  owned  family:%s", r.Kind, r.Name, r.Family))
 			}
 			for _, r := range rs.Unattached {
@@ -294,6 +369,14 @@ func RenderStatus(w io.Writer, rep StatusReport, now time.Time) {
 		}
 		for _, r := range g.Uses {
 			lines = append(lines, line{text: fmt.Sprintf("%s %s  used  family:%s", r.Kind, r.Name, r.Family)})
+		}
+		for _, r := range g.NotOptedIn {
+			lines = append(lines, line{text: fmt.Sprintf("%s %s  referenced but not opted in (by %s): never attached; see \"To opt in\"",
+				r.Kind, r.Name, strings.Join(r.UsedBy, ", "))})
+		}
+		for _, r := range g.Dangling {
+			lines = append(lines, line{text: fmt.Sprintf("%s %s  %s: referenced by %s but does not exist; a new Pod cannot start",
+				r.Kind, r.Name, pal.paint(colorRed, "MISSING"), strings.Join(r.UsedBy, ", "))})
 		}
 		for i, l := range lines {
 			branch, indent := "├── ", "│   "
@@ -310,7 +393,7 @@ func RenderStatus(w io.Writer, rep StatusReport, now time.Time) {
 			}
 		}
 	}
-	section := func(title string, items []gc.Item, detail func(gc.Item) string) {
+	section := func(title string, items []GCItem, detail func(GCItem) string) {
 		fmt.Fprintf(w, "%s: %d\n", title, len(items))
 		for i, it := range items {
 			b := "├── "
@@ -320,12 +403,27 @@ func RenderStatus(w io.Writer, rep StatusReport, now time.Time) {
 			fmt.Fprintf(w, "%s%s %s  family:%s  age:%s  %s\n", b, it.Kind, it.Name, it.Family, age(it.Created), detail(it))
 		}
 	}
-	section("Unattached revisions (used, not owned by a ReplicaSet using them)", rep.Unattached, func(it gc.Item) string {
+	section("Unattached revisions (used, not owned by a ReplicaSet using them)", rep.Unattached, func(it GCItem) string {
 		return "used by " + strings.Join(it.ReferencedBy, ", ") + "; gc: " + string(it.Decision)
 	})
-	section("Orphaned revisions (unused, no live owner)", rep.Orphaned, func(it gc.Item) string {
+	section("Orphaned revisions (unused, no live owner)", rep.Orphaned, func(it GCItem) string {
 		return "gc: " + string(it.Decision) + " (" + it.Reason + ")"
 	})
+	if rep.OptIn != nil {
+		renderOptIn(w, rep.OptIn)
+	}
+}
+
+// renderOptIn prints the exact fix for references that are not opted in.
+func renderOptIn(w io.Writer, fix *OptInFix) {
+	fmt.Fprintln(w, "To opt in what the workloads above reference but do not opt in (then attach or serve attaches it):")
+	for _, c := range fix.Kubectl {
+		fmt.Fprintln(w, "  "+c)
+	}
+	fmt.Fprintln(w, "  or in Kustomize, beside the configMapGenerator:")
+	fmt.Fprintln(w, "    "+strings.ReplaceAll(fix.Kustomize, "\n", "\n    "))
+	fmt.Fprintln(w, "  or in a Helm chart's ConfigMap template:")
+	fmt.Fprintln(w, "    "+strings.ReplaceAll(fix.Helm, "\n", "\n    "))
 }
 
 // Run prints the status once, or with --watch every time it changes until ctx ends.
@@ -334,7 +432,7 @@ func (o *StatusOptions) Run(ctx context.Context, s *Streams) error {
 	if err != nil {
 		return err
 	}
-	log, err := NewLogger(s.Err, "warn", "text")
+	log, err := NewLogger(s.Err, logLevel(o.LogLevel, o.Verbose), o.LogFormat)
 	if err != nil {
 		return err
 	}
@@ -367,8 +465,9 @@ func (o *StatusOptions) Run(ctx context.Context, s *Streams) error {
 			if err != nil {
 				return nil, err
 			}
-			rep := BuildStatus(snap, plan)
-			rep.Cluster = t.name
+			rep := BuildStatus(snap, plan, listOthers(ctx, t.clients.Metadata, ns, o.IncludeSecrets, plan), o.IncludeSecrets)
+			addHealth(ctx, t.clients, ns, &rep)
+			rep.Cluster = clusterOrDefault(t.name)
 			reps = append(reps, rep)
 		}
 		return reps, nil
@@ -390,27 +489,32 @@ func (o *StatusOptions) Run(ctx context.Context, s *Streams) error {
 		var buf bytes.Buffer
 		reps := []StatusReport{}
 		now := time.Now()
+		pal := palette(useColor(s.Out))
+		rendered := 0
 		for i, t := range targets {
-			if multi && o.Output != "json" {
+			if multi && !structured(o.Output) {
+				if rendered > 0 {
+					buf.WriteString("\n")
+				}
+				rendered = 0
 				fmt.Fprintf(&buf, "Cluster: %s\n", t.name)
 			}
 			for _, rep := range perCluster[i] {
-				if o.Output == "json" {
+				if structured(o.Output) {
 					reps = append(reps, rep)
 					continue
 				}
-				RenderStatus(&buf, rep, now)
+				if rendered++; rendered > 1 {
+					buf.WriteString("\n") // namespaces apart
+				}
+				renderStatus(&buf, rep, now, pal)
 			}
-			if len(perCluster[i]) == 0 && o.Output != "json" && (multi || failed == nil) {
-				buf.WriteString("no opted-in revisions found\n")
+			if len(perCluster[i]) == 0 && !structured(o.Output) && (multi || failed == nil) {
+				buf.WriteString("no opted-in revisions found in any namespace; status -n NAMESPACE shows what its workloads reference and how to opt it in\n")
 			}
 		}
-		if o.Output == "json" {
-			b, err := json.MarshalIndent(reps, "", "  ")
-			if err != nil {
-				return nil, err
-			}
-			buf.Write(append(b, '\n'))
+		if _, err := writeStructured(&buf, o.Output, reps); err != nil {
+			return nil, err
 		}
 		return buf.Bytes(), failed
 	}
@@ -447,10 +551,10 @@ func (o *StatusOptions) Run(ctx context.Context, s *Streams) error {
 				continue
 			}
 		}
-		if o.Output == "text" && bytes.Equal(stripAges(out), stripAges(last)) {
+		if !structured(o.Output) && bytes.Equal(stripAges(out), stripAges(last)) {
 			continue
 		}
-		if o.Output == "json" && bytes.Equal(stripJSONAges(out), stripJSONAges(last)) {
+		if structured(o.Output) && bytes.Equal(stripJSONAges(out), stripJSONAges(last)) {
 			continue
 		}
 		last = out
@@ -476,11 +580,11 @@ func stripAges(b []byte) []byte {
 	return bytes.Join(out, []byte(" "))
 }
 
-// stripJSONAges drops the "age" lines of indented JSON, for the same reason.
+// stripJSONAges drops the age lines of indented JSON or YAML, for the same reason.
 func stripJSONAges(b []byte) []byte {
 	var out [][]byte
 	for _, l := range bytes.Split(b, []byte("\n")) {
-		if !bytes.HasPrefix(bytes.TrimSpace(l), []byte(`"age":`)) {
+		if t := bytes.TrimSpace(l); !bytes.HasPrefix(t, []byte(`"ageSeconds":`)) && !bytes.HasPrefix(t, []byte(`ageSeconds:`)) {
 			out = append(out, l)
 		}
 	}

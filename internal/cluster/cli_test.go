@@ -63,7 +63,7 @@ func TestCLIAcrossClusters(t *testing.T) {
 	t.Run("attach --cluster b changes only b", func(t *testing.T) {
 		code, out, errs := run(t, "attach", "--kubeconfig", kc, "--cluster", "b", "--replicaset", "web", "-n", ns, "-o", "json", "--timeout", "30s")
 		require.Equal(t, 0, code, errs)
-		var res core.Result
+		var res cli.AttachOutput
 		require.NoError(t, json.Unmarshal([]byte(out), &res))
 		assert.Equal(t, "b", res.Cluster)
 		assert.Equal(t, rsB.UID, res.UID)

@@ -29,20 +29,23 @@ func init() {
 type DevOptions struct {
 	GRPCAddr, HTTPAddr  string
 	LogLevel, LogFormat string
+	// WayIn is the way ReplicaSet events come in (devenv.Options.WayIn).
+	WayIn string
 }
 
 func newDevCommand(s *cli.Streams) *cobra.Command {
-	o := DevOptions{GRPCAddr: "127.0.0.1:9000", HTTPAddr: "127.0.0.1:8080", LogLevel: "info", LogFormat: "text"}
+	o := DevOptions{GRPCAddr: "127.0.0.1:9000", HTTPAddr: "127.0.0.1:8080", LogLevel: "info", LogFormat: "text", WayIn: devenv.WayInWatcher}
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run the service on the embedded default: a local control plane, NATS JetStream and every ingress path (make run)",
 		Long: `dev starts a real local Kubernetes control plane (etcd, kube-apiserver,
 kube-controller-manager with its garbage collector, kube-scheduler, kwok with one fake
 Node on which Pods turn Running and Ready, and the Argo Rollouts controller, all built by
-make tools into ./bin), an embedded NATS JetStream server as the EventBus, and the service
-with every ingress path live: the gRPC custom trigger, the HTTP receiver, the EventBus
-subscription (fed with ReplicaSet ADD events in the Argo Events format) and the built-in
-watcher. Ctrl-C stops everything and removes the temporary files.`,
+make tools into ./bin), an embedded NATS JetStream server as the EventBus (fed with
+ReplicaSet ADD events in the Argo Events format), and the service with the gRPC custom
+trigger, the HTTP receiver and one way in for ReplicaSet events: the built-in watcher by
+default, the EventBus subscription with --way-in eventbus, both with --way-in all (each
+ReplicaSet is then handled twice). Ctrl-C stops everything and removes the temporary files.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.Run(cmd.Context(), s) },
 	}
@@ -51,6 +54,7 @@ watcher. Ctrl-C stops everything and removes the temporary files.`,
 	fs.StringVar(&o.HTTPAddr, "http-addr", o.HTTPAddr, "HTTP receiver listen address")
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "log level: debug, info, warn, error")
 	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "log format: text or json")
+	fs.StringVar(&o.WayIn, "way-in", o.WayIn, "the way ReplicaSet events come in: watcher, eventbus or all")
 	return cmd
 }
 
@@ -60,8 +64,11 @@ func (o *DevOptions) Run(ctx context.Context, s *cli.Streams) error {
 	if err != nil {
 		return err
 	}
+	if err := devenv.ValidWayIn(o.WayIn); err != nil {
+		return fmt.Errorf("--way-in: %w", err)
+	}
 	progress := func(f string, a ...any) { fmt.Fprintf(s.Err, f+"\n", a...) }
-	env, err := devenv.Start(ctx, devenv.Options{GRPCAddr: o.GRPCAddr, HTTPAddr: o.HTTPAddr, Logger: log, Progress: progress})
+	env, err := devenv.Start(ctx, devenv.Options{GRPCAddr: o.GRPCAddr, HTTPAddr: o.HTTPAddr, Logger: log, Progress: progress, WayIn: o.WayIn})
 	if err != nil {
 		return err
 	}
@@ -72,10 +79,9 @@ func (o *DevOptions) Run(ctx context.Context, s *cli.Streams) error {
 	if err := os.WriteFile(example, []byte(exampleRollout), 0o644); err != nil {
 		return err
 	}
-	fmt.Fprintf(s.Out, tryIt, env.CP.Kubeconfig(), env.Server.GRPCAddr(), env.Server.HTTPAddr(), env.NATS.ClientURL(),
-		devenv.EventSourceName, devenv.EventName, env.NATS.CAFile(),
-		env.CP.Kubeconfig(), self, plugin, plugin, plugin, plugin, self,
-		example, plugin, self, self, plugin, plugin, env.Server.HTTPAddr())
+	fmt.Fprint(s.Out, strings.NewReplacer("{kubeconfig}", env.CP.Kubeconfig(), "{grpc}", env.Server.GRPCAddr(),
+		"{http}", env.Server.HTTPAddr(), "{nats}", env.NATS.ClientURL(), "{subject}", devenv.EventSourceName+"."+devenv.EventName,
+		"{ca}", env.NATS.CAFile(), "{self}", self, "{plugin}", plugin, "{example}", example, "{wayin}", wayInText(o.WayIn)).Replace(tryIt))
 	err = env.Run(ctx)
 	fmt.Fprintln(s.Err, "stopped; temporary files removed")
 	return err
@@ -95,37 +101,54 @@ func selfPath() string {
 	return self
 }
 
-// tryIt is what `make run` prints once everything is up.
+func wayInText(w string) string {
+	switch w {
+	case devenv.WayInEventBus:
+		return "the EventBus subscription (--way-in eventbus)"
+	case devenv.WayInAll:
+		return "the built-in watcher and the EventBus subscription (--way-in all: each ReplicaSet is handled twice)"
+	}
+	return "the built-in watcher (--way-in eventbus or all for the EventBus subscription)"
+}
+
+// tryIt is what `make run` prints once everything is up ({name} is replaced).
 const tryIt = `
 configmap-attacher is running on the embedded default: a local control plane with the real
 Argo Rollouts controller, kube-scheduler and kwok (one fake Node: Pods turn Running and Ready).
 
-  kubeconfig   %s
-  gRPC trigger %s   (Argo Events custom trigger: serverURL)
-  HTTP         http://%s   (POST / CloudEvents; /healthz /readyz /metrics)
-  EventBus     %s   (JetStream stream "default", subject default.%s.%s; TLS CA %s)
+  kubeconfig   {kubeconfig}
+  way in       {wayin}
+  gRPC trigger {grpc}   (Argo Events custom trigger: serverURL)
+  HTTP         http://{http}   (POST / CloudEvents or a ReplicaSet; /healthz /readyz /metrics)
+  EventBus     {nats}   (JetStream stream "default", subject default.{subject}; TLS CA {ca})
 
-Try it from another terminal:
-  export KUBECONFIG=%s
-  %s demo --kubeconfig $KUBECONFIG --namespace try-1   # the whole canary as a timeline; leaves Rollout web
-  %s -n try-1 get rollout web      # revision 4's canary aborted, revision 2 stable, 3 kept in history
-  %s -n try-1 retry rollout web    # the canary of revision 4 again: it pauses at 25%%
-  %s -n try-1 promote web          # revision 4 stable; revisionHistoryLimit 1: the oldest ReplicaSet goes, and the GC its ConfigMap
-  %s -n try-1 undo web             # back to revision 3: its ReplicaSet is reused and finds web-config-3 (promote again)
-  %s status -n try-1               # every workload's revisions and their owners
+Try it from another terminal ({self} and the Argo Rollouts plugin {plugin} are built here):
+  export KUBECONFIG={kubeconfig}
+  {self} demo --kubeconfig $KUBECONFIG --namespace try-1   # the whole canary as a timeline; leaves Rollout web
+  {self} status -n try-1             # which ReplicaSet owns which web-config-N, health as the plugin shows it
+  {plugin} -n try-1 get rollout web  # the plugin's view (its revision numbers count pod templates, not ConfigMaps)
+  {plugin} -n try-1 retry rollout web   # the aborted canary (web-config-4) again: it pauses at 25%
+  {plugin} -n try-1 promote web      # web-config-4 stable; revisionHistoryLimit 1: the oldest ReplicaSet goes, and the GC its ConfigMap
+  {self} status -n try-1             # again: the ConfigMap of the deleted ReplicaSet is gone, nothing used is missing
+  {self} gc -n try-1                 # the orphan sweep's plan (a dry run: it deletes nothing), with the reason per revision
+  {self} attach --rollout web -n try-1 --dry-run   # a one-shot attach: already-attached (the service was first)
+  curl -s -X POST http://{http}/ -H 'Content-Type: application/json' \
+    -d '{"apiVersion":"apps/v1","kind":"ReplicaSet","metadata":{"namespace":"try-1","name":"RS"}}'; echo
+                                     # RS: a ReplicaSet name from status; the answer says what was done
+  curl -s http://{http}/metrics | grep '^configmap_attacher_events_total'
 
-A canary of your own, and the old Job's exact form (a ConfigMap without the opt-in label):
+A canary of your own, and the old Job's exact form (a ConfigMap without the opt-in label;
+these steps need kubectl, which this repository does not build):
   kubectl create namespace try-2
   kubectl -n try-2 create configmap app-config-1 --from-literal=color=blue
-  kubectl -n try-2 apply -f %s   # Rollout app on app-config-1
-  %s -n try-2 get rollout app --watch   # Ctrl-C once Healthy
-  %s -rollout app -namespace try-2 -configmaps app-config-1
+  kubectl -n try-2 apply -f {example}   # Rollout app on app-config-1
+  {self} status -n try-2             # app-config-1: referenced but not opted in, with the fix
+  {self} -rollout app -namespace try-2 -configmaps app-config-1   # the old Job: attaches by name, no label needed
   kubectl -n try-2 create configmap app-config-2 --from-literal=color=green
   kubectl -n try-2 patch rollout app --type=json -p '[{"op":"replace","path":"/spec/template/spec/volumes/0/configMap/name","value":"app-config-2"}]'
-  %s -rollout app -namespace try-2 -configmaps app-config-2   # waits for the canary's ReplicaSet, attaches to it alone
-  %s -n try-2 abort app            # the stable ReplicaSet keeps app-config-1
-  %s -n try-2 get rollout app
-  curl -s http://%s/readyz; echo
+  {self} -rollout app -namespace try-2 -configmaps app-config-2   # waits (saying for what) for the canary's ReplicaSet, attaches to it alone
+  {plugin} -n try-2 abort app        # the stable ReplicaSet keeps app-config-1
+  {self} status -n try-2
 
 Ctrl-C stops everything.
 `

@@ -3,6 +3,7 @@ package devcli_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"regexp"
@@ -54,7 +55,9 @@ func TestDevRunsTheEmbeddedDefault(t *testing.T) {
 	})
 	text := out.String()
 	for _, want := range []string{"kubeconfig", "gRPC trigger", "HTTP", "EventBus", "export KUBECONFIG=", "demo --kubeconfig",
-		"kubectl-argo-rollouts -n try-1 promote web", "-rollout app -namespace try-2 -configmaps app-config-1"} {
+		"kubectl-argo-rollouts -n try-1 promote web", "-rollout app -namespace try-2 -configmaps app-config-1",
+		"way in       the built-in watcher", " status -n try-1", " gc -n try-1", " attach --rollout web -n try-1 --dry-run",
+		"curl -s -X POST http://", "does not build"} {
 		assert.Contains(t, text, want)
 	}
 	kubeconfig := regexp.MustCompile(`kubeconfig\s+(\S+)`).FindStringSubmatch(text)[1]
@@ -75,6 +78,9 @@ func TestDevRunsTheEmbeddedDefault(t *testing.T) {
 
 	t.Run("the old Job's form attaches to the ReplicaSet the real Rollouts controller makes", func(t *testing.T) {
 		oldJobForm(t, kubeconfig, regexp.MustCompile(`apply -f (\S+)`).FindStringSubmatch(text)[1])
+	})
+	t.Run("the Try it block's status, gc, attach and curl", func(t *testing.T) {
+		tryItCommands(t, kubeconfig, httpAddr)
 	})
 
 	cancel() // Ctrl-C
@@ -127,4 +133,40 @@ func oldJobForm(t *testing.T, kubeconfig, example string) {
 	require.Len(t, rss.Items, 1, "the controller's one ReplicaSet")
 	require.Len(t, cm.OwnerReferences, 1)
 	assert.Equal(t, rss.Items[0].UID, cm.OwnerReferences[0].UID, "owned by the controller's ReplicaSet: %s", out.String())
+}
+
+// tryItCommands runs the "Try it" block's status, gc, attach and curl on try-2 (the
+// old Job's form has attached app-config-1 there): each exits 0 and says what it did.
+func tryItCommands(t *testing.T, kubeconfig, httpAddr string) {
+	ctx := context.Background()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	require.NoError(t, err)
+	rss, err := kubernetes.NewForConfigOrDie(cfg).AppsV1().ReplicaSets("try-2").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.NotEmpty(t, rss.Items)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"status", []string{"status", "--kubeconfig", kubeconfig, "-n", "try-2"}, "ConfigMap app-config-1  owned, by name"},
+		{"gc", []string{"gc", "--kubeconfig", kubeconfig, "-n", "try-2"}, "not swept: try-2/ConfigMap/app-config-1"},
+		{"attach --dry-run", []string{"attach", "--kubeconfig", kubeconfig, "--rollout", "app", "-n", "try-2", "--dry-run"}, "(dry run: client"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errOut testfix.SyncBuffer
+			code := cli.Main(ctx, tc.args, cli.Streams{In: strings.NewReader(""), Out: &out, Err: &errOut})
+			assert.Equal(t, 0, code, "stderr: %s", errOut.String())
+			assert.Contains(t, out.String(), tc.want)
+			assert.Empty(t, errOut.String())
+		})
+	}
+	t.Run("curl POST", func(t *testing.T) {
+		body := `{"apiVersion":"apps/v1","kind":"ReplicaSet","metadata":{"namespace":"try-2","name":"` + rss.Items[0].Name + `"}}`
+		resp, err := http.Post(httpAddr+"/", "application/json", strings.NewReader(body))
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		assert.Equal(t, http.StatusOK, resp.StatusCode, "%s", b)
+	})
 }

@@ -36,6 +36,27 @@ type Options struct {
 	Logger *slog.Logger
 	// Progress receives start-up progress lines; nil means silent.
 	Progress func(format string, args ...any)
+	// WayIn is the way ReplicaSet events come in besides gRPC and HTTP (which only
+	// answer what is sent to them): WayInWatcher (the default), WayInEventBus (the
+	// in-process publisher through NATS to the EventBus subscription), or WayInAll (both,
+	// so each ReplicaSet is handled twice).
+	WayIn string
+}
+
+// The ways in Options.WayIn selects.
+const (
+	WayInWatcher  = "watcher"
+	WayInEventBus = "eventbus"
+	WayInAll      = "all"
+)
+
+// ValidWayIn checks a way in; "" is the watcher.
+func ValidWayIn(w string) error {
+	switch w {
+	case "", WayInWatcher, WayInEventBus, WayInAll:
+		return nil
+	}
+	return fmt.Errorf("way in %q: want %s, %s or %s", w, WayInWatcher, WayInEventBus, WayInAll)
 }
 
 // Env is a running embedded default.
@@ -68,6 +89,12 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 	}
 	if o.Progress == nil {
 		o.Progress = func(string, ...any) {}
+	}
+	if err := ValidWayIn(o.WayIn); err != nil {
+		return nil, err
+	}
+	if o.WayIn == "" {
+		o.WayIn = WayInWatcher
 	}
 	e := &Env{opts: o}
 	defer func() {
@@ -111,15 +138,17 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 	return e, nil
 }
 
-// Ingress is what the embedded default runs next to gRPC and HTTP: the watcher, the
-// EventBus subscription (fed by the in-process publisher) and the periodic sweep.
+// Ingress is what the embedded default runs next to gRPC and HTTP: the way in of
+// Options.WayIn (the watcher, or the EventBus subscription fed by the in-process
+// publisher, or both) and the periodic sweep.
 func (e *Env) Ingress() server.Ingress {
-	return server.Ingress{
-		Watch: true,
-		EventBus: &eventbus.SubscriberOptions{URL: e.NATS.ClientURL(), TLS: eventbus.TLS{CAFile: e.NATS.CAFile()},
-			EventSourceName: EventSourceName, EventName: EventName},
-		GC: &server.GCOptions{Interval: time.Minute, Options: gc.DefaultOptions()},
+	in := server.Ingress{GC: &server.GCOptions{Interval: time.Minute, Options: gc.DefaultOptions()}}
+	in.Watch = e.opts.WayIn != WayInEventBus
+	if e.opts.WayIn != WayInWatcher {
+		in.EventBus = &eventbus.SubscriberOptions{URL: e.NATS.ClientURL(), TLS: eventbus.TLS{CAFile: e.NATS.CAFile()},
+			EventSourceName: EventSourceName, EventName: EventName}
 	}
+	return in
 }
 
 // Run serves until ctx ends, then stops everything. It returns nil on a clean stop.

@@ -101,6 +101,9 @@ type Config struct {
 	Metrics *Metrics
 	// Logger receives one line per event; nil means slog.Default().
 	Logger *slog.Logger
+	// Observe, when set, receives every answer once it is counted and logged (the
+	// server's once-per-object notes, internal/server).
+	Observe func(Answer)
 }
 
 // Dispatcher runs events for every way in. Build it with New, run it with Run. It is
@@ -114,6 +117,7 @@ type Dispatcher struct {
 	sem      chan struct{}
 	metrics  *Metrics
 	log      *slog.Logger
+	observe  func(Answer)
 
 	mu       sync.Mutex // guards stopping and wg.Add against Run's wg.Wait
 	stopping bool
@@ -148,7 +152,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	}
 	hard, stop := context.WithCancel(context.Background())
 	return &Dispatcher{clusters: cfg.Clusters, sweeps: cfg.Sweeps, defaults: defaults, timeout: cfg.ExecuteTimeout,
-		grace: cfg.StopGrace, sem: make(chan struct{}, cfg.MaxInFlight), metrics: cfg.Metrics, log: cfg.Logger,
+		grace: cfg.StopGrace, sem: make(chan struct{}, cfg.MaxInFlight), metrics: cfg.Metrics, log: cfg.Logger, observe: cfg.Observe,
 		hard: hard, stopHard: stop}, nil
 }
 
@@ -374,6 +378,9 @@ func (d *Dispatcher) finish(ctx context.Context, path Path, start time.Time, a *
 		attrs = append(attrs, "err", a.Err)
 	}
 	d.log.Log(ctx, level(a), "event", attrs...)
+	if d.observe != nil {
+		d.observe(*a)
+	}
 }
 
 func level(a *Answer) slog.Level {

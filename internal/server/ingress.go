@@ -56,6 +56,8 @@ type GCOptions struct {
 	LeaseNamespace string
 	// DryRun logs what each sweep would delete and deletes nothing.
 	DryRun bool
+	// ServerDryRun sends each sweep's deletes and repairs with dryRun=All (ignored with DryRun).
+	ServerDryRun bool
 }
 
 // LeaseName is the name of the Lease the sweepers of cluster name elect their leader on:
@@ -253,7 +255,8 @@ func (s *Server) sweeper(c *cluster.Cluster, log *slog.Logger) (*gc.Sweeper, fun
 	cl := c.Clients
 	cfg := gc.Config{Cluster: c.Name(), Client: cl.Kube, Attacher: c.Attacher, AllowSecrets: s.opts.AllowSecrets,
 		Source:   gc.LiveSource{Client: cl.Kube, Dynamic: cl.Dynamic, Metadata: cl.Metadata, IncludeSecrets: s.opts.AllowSecrets},
-		Recorder: recorder, Metrics: metrics, Logger: log, Options: o.Options, Interval: o.Interval, DryRun: o.DryRun}
+		Recorder: recorder, Metrics: metrics, Logger: log, Options: o.Options, Interval: o.Interval, DryRun: o.DryRun,
+		ServerDryRun: o.ServerDryRun}
 	switch {
 	case len(c.Spec.Namespaces) > 0:
 		cfg.Namespaces = c.Spec.Namespaces

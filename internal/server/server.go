@@ -137,7 +137,8 @@ func New(cfg *rest.Config, o Options) (*Server, error) {
 	}
 	s.sweepers = &sweepers{reg: s.reg, by: map[string]*gc.Sweeper{}, periodic: o.Ingress.GC.Interval > 0}
 	s.d, err = dispatch.New(dispatch.Config{Clusters: s.reg, Sweeps: s.sweepers, Defaults: &s.spec,
-		MaxInFlight: o.MaxInFlight, ExecuteTimeout: o.ExecuteTimeout, StopGrace: o.ShutdownTimeout, Metrics: metrics, Logger: s.log})
+		MaxInFlight: o.MaxInFlight, ExecuteTimeout: o.ExecuteTimeout, StopGrace: o.ShutdownTimeout, Metrics: metrics, Logger: s.log,
+		Observe: newOptInNotes(s.log).observe})
 	if err != nil {
 		return nil, err
 	}

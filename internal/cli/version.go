@@ -1,0 +1,44 @@
+package cli
+
+import (
+	"fmt"
+	"runtime"
+
+	"github.com/spf13/cobra"
+)
+
+func init() { register(newVersionCommand) }
+
+// VersionOptions are the flags of `configmap-attacher version`.
+type VersionOptions struct {
+	Output string
+}
+
+// VersionInfo is what `version -o json|yaml` prints.
+type VersionInfo struct {
+	Version   string `json:"version"`
+	GoVersion string `json:"goVersion"`
+	Platform  string `json:"platform"`
+}
+
+func newVersionCommand(s *Streams) *cobra.Command {
+	o := VersionOptions{Output: OutputText}
+	cmd := &cobra.Command{
+		Use:   "version [-o text|json|yaml]",
+		Short: "Print the version",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			if err := validOutput(&o.Output, OutputText, OutputJSON, OutputYAML); err != nil {
+				return err
+			}
+			v := VersionInfo{Version: Version, GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
+			if ok, err := writeStructured(s.Out, o.Output, v); ok {
+				return err
+			}
+			_, err := fmt.Fprintf(s.Out, "configmap-attacher %s (%s, %s)\n", v.Version, v.GoVersion, v.Platform)
+			return err
+		},
+	}
+	addOutputFlag(cmd.Flags(), &o.Output, OutputText, OutputJSON, OutputYAML)
+	return cmd
+}
