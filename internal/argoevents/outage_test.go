@@ -261,3 +261,26 @@ func checkWrittenOnce(t *testing.T, oc *ownerChanges, cms []string) {
 		t.Errorf("%d ConfigMaps had their owners changed more than once; want 0", twice)
 	}
 }
+
+// durablePending returns the messages the durable consumer name has not acknowledged.
+func durablePending(t *testing.T, e *env, name string) int {
+	t.Helper()
+	nc, err := e.nats.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := js.Consumer(e.ctx, "default", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ci, err := c.Info(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int(ci.NumPending) + ci.NumAckPending
+}
