@@ -11,10 +11,10 @@ import (
 
 	"github.com/argoproj/argo-events/pkg/apis/events/v1alpha1"
 	"github.com/nats-io/nats.go/jetstream"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/argoevents"
@@ -30,75 +30,108 @@ const exhaustedLog = "failed to trigger actions"
 
 // TestSensorExhaustedDuringOutageIsRepaired: the real sensor-service runs the shipped gRPC
 // Sensor (at-least-once, its retry strategy shortened so that the test's outage outlasts
-// it) against the service, whose connection to kube-apiserver is cut (a partition: the
-// EventSource and the test still reach the apiserver). 20 ReplicaSets appear during the
-// outage; the Sensor's retries end, it logs the failure and acknowledges every event
-// (nothing left pending on its consumer), and nothing is written. Once the connection is
-// back, the service repairs it by itself: the revision side's resync attaches every
-// revision to its ReplicaSet, with no event from the Sensor. Counted: every ReplicaSet
-// attached, each ConfigMap's owners changed exactly once, PATCHes = 20.
+// it) against the service, during an outage of each kind: the service's connection to
+// kube-apiserver cut (a partition: the EventSource and the test still reach the
+// apiserver), or the service itself down. ReplicaSets appear during the outage; the
+// Sensor's retries end, it logs the failure and acknowledges every event (nothing left
+// pending on its consumer), and nothing is written. Once the outage ends the service
+// repairs it by itself (the revision side's resync, or its initial list on a restart),
+// with no event from the Sensor. Counted: every ReplicaSet attached, each ConfigMap's
+// owners changed exactly once, one PATCH per ReplicaSet.
 func TestSensorExhaustedDuringOutageIsRepaired(t *testing.T) {
-	const n = 20
+	outages := []struct {
+		name string
+		// n ReplicaSets appear during the outage. With the service down, each try of
+		// sensor-service first waits about 6 s for a connection and the events are
+		// handled one after another (about 20 s each here): 3 keep the test short.
+		n          int
+		begin, end func(t *testing.T, r *outageRig)
+	}{
+		{"kube-apiserver unreachable from the service", 20,
+			func(_ *testing.T, r *outageRig) { r.proxy.Cut() }, func(_ *testing.T, r *outageRig) { r.proxy.Heal() }},
+		{"the service down", 3,
+			func(_ *testing.T, r *outageRig) { r.stop() }, func(t *testing.T, r *outageRig) { r.start(t) }},
+	}
+	for _, o := range outages {
+		t.Run(o.name, func(t *testing.T) {
+			n := o.n
+			r := newOutageRig(t)
+			sensor := r.e.start(argoevents.Config{Sensor: r.e.aim(shortenRetries(t, r.e.sensor(argoevents.GRPCSensorFile)))}, sensorReady)
+			cms := make([]string, n)
+			for i := range cms {
+				cms[i] = r.e.createRevision(fmt.Sprintf("app-%02d-config", i)).Name
+			}
+			controlplane.Eventually(t, 30*time.Second, "the revisions seen by the revision side", func() error {
+				if got := eventsCount(t, r.srv, "revision", ""); got < n {
+					return fmt.Errorf("%d of %d revision events", got, n)
+				}
+				return nil
+			})
+			changes := countOwnerChanges(t, r.e)
+			patches := r.counter.Count("PATCH")
+
+			o.begin(t, r)
+			began := time.Now()
+			rss := make(map[string]*appsv1.ReplicaSet, n) // by ConfigMap
+			for i, cm := range cms {
+				rss[cm] = r.e.createRolloutReplicaSet(fmt.Sprintf("app-%02d", i), cm)
+			}
+			controlplane.Eventually(t, 3*time.Minute, "the Sensor giving up every event", func() error {
+				if got := strings.Count(sensor.Logs(), exhaustedLog); got < n {
+					return fmt.Errorf("%d of %d events exhausted", got, n)
+				}
+				return nil
+			})
+			pending := sensorPending(t, r.e)
+			t.Logf("outage: the Sensor gave up %d events after %s; left on its consumer: %d", n, time.Since(began).Round(time.Millisecond), pending)
+			if pending != 0 {
+				t.Errorf("the Sensor left %d messages unacknowledged; want 0 (it acknowledges exhausted events)", pending)
+			}
+			if got := r.counter.Count("PATCH") - patches; got != 0 {
+				t.Errorf("%d PATCHes during the outage; want 0", got)
+			}
+			grpcBefore := eventsCount(t, r.srv, "grpc", "")
+
+			srvBefore := r.srv
+			o.end(t, r)
+			if r.srv != srvBefore {
+				grpcBefore = 0 // a new service counts from zero
+			}
+			ended := time.Now()
+			for cm, rs := range rss {
+				r.e.waitOwned(cm, rs.Name, rs.UID)
+			}
+			t.Logf("repaired: %d/%d attached %s after the outage ended", n, n, time.Since(ended).Round(time.Millisecond))
+			checkWrittenOnce(t, changes, cms)
+			if got := r.counter.Count("PATCH") - patches; got != n {
+				t.Errorf("%d PATCHes; want %d (one per revision)", got, n)
+			}
+			if got := eventsCount(t, r.srv, "grpc", "") - grpcBefore; got != 0 {
+				t.Errorf("%d gRPC events after the outage; want 0 (the Sensor acknowledged them; the repair is the service's)", got)
+			}
+		})
+	}
+}
+
+// outageRig is one outage test's world: the env with the shipped EventSource running and
+// the service (gRPC on a fixed port, so a restarted one is where the Sensor dials; its
+// apiserver connection through proxy; its requests counted).
+type outageRig struct {
+	e       *env
+	proxy   *testfix.CutProxy
+	counter *kube.RequestCounter
+	srv     *server.Server
+	stop    func()
+}
+
+func newOutageRig(t *testing.T) *outageRig {
+	t.Helper()
 	e := newEnv(t)
-	proxy := testfix.NewCutProxy(t, apiserverHostPort(t, e.cp.RESTConfig().Host))
-	counter := &kube.RequestCounter{}
-	srv := startOutageServer(t, e, proxy, counter)
-	e.grpcAddr = srv.GRPCAddr()
-	s := shortenRetries(t, e.sensor(argoevents.GRPCSensorFile))
+	r := &outageRig{e: e, proxy: testfix.NewCutProxy(t, apiserverHostPort(t, e.cp.RESTConfig().Host)), counter: &kube.RequestCounter{}}
+	r.start(t)
+	e.grpcAddr = r.srv.GRPCAddr()
 	e.start(argoevents.Config{EventSource: e.eventSource()}, eventSourceReady)
-	sensor := e.start(argoevents.Config{Sensor: e.aim(s)}, sensorReady)
-
-	cms := make([]string, n)
-	for i := range cms {
-		cms[i] = e.createRevision(fmt.Sprintf("app-%02d-config", i)).Name
-	}
-	controlplane.Eventually(t, 30*time.Second, "the revisions seen by the revision side", func() error {
-		if got := eventsCount(t, srv, "revision", ""); got < n {
-			return fmt.Errorf("%d of %d revision events", got, n)
-		}
-		return nil
-	})
-	changes := countOwnerChanges(t, e)
-	patches := counter.Count("PATCH")
-
-	proxy.Cut()
-	cut := time.Now()
-	rss := make(map[string]types.UID, n) // ConfigMap -> ReplicaSet UID
-	names := make(map[string]string, n)
-	for i, cm := range cms {
-		rs := e.createRolloutReplicaSet(fmt.Sprintf("app-%02d", i), cm)
-		rss[cm], names[cm] = rs.UID, rs.Name
-	}
-	controlplane.Eventually(t, 3*time.Minute, "the Sensor giving up every event", func() error {
-		if got := strings.Count(sensor.Logs(), exhaustedLog); got < n {
-			return fmt.Errorf("%d of %d events exhausted", got, n)
-		}
-		return nil
-	})
-	pending := sensorPending(t, e)
-	t.Logf("outage: the Sensor gave up %d events after %s; %d gRPC answers unavailable; left on its consumer: %d",
-		n, time.Since(cut).Round(time.Millisecond), eventsCount(t, srv, "grpc", "unavailable"), pending)
-	if pending != 0 {
-		t.Errorf("the Sensor left %d messages unacknowledged; want 0 (it acknowledges exhausted events)", pending)
-	}
-	if got := counter.Count("PATCH") - patches; got != 0 {
-		t.Errorf("%d PATCHes during the outage; want 0", got)
-	}
-	grpcBefore := eventsCount(t, srv, "grpc", "")
-
-	proxy.Heal()
-	healed := time.Now()
-	for cm, uid := range rss {
-		e.waitOwned(cm, names[cm], uid)
-	}
-	t.Logf("repaired: %d/%d attached %s after the connection came back (resync 2 s)", n, n, time.Since(healed).Round(time.Millisecond))
-	checkWrittenOnce(t, changes, cms)
-	if got := counter.Count("PATCH") - patches; got != n {
-		t.Errorf("%d PATCHes; want %d (one per revision)", got, n)
-	}
-	if got := eventsCount(t, srv, "grpc", "") - grpcBefore; got != 0 {
-		t.Errorf("%d gRPC events after the outage; want 0 (the Sensor acknowledged them; the repair is the service's)", got)
-	}
+	return r
 }
 
 // apiserverHostPort returns host:port of a REST config's Host URL.
@@ -111,30 +144,37 @@ func apiserverHostPort(t *testing.T, host string) string {
 	return u.Host
 }
 
-// startOutageServer runs the service (gRPC, no --watch) with its apiserver connection
-// through proxy and its requests counted; the revision side resyncs every 2 s.
-func startOutageServer(t *testing.T, e *env, proxy *testfix.CutProxy, counter *kube.RequestCounter) *server.Server {
+// start runs the service (gRPC, no --watch; on the address of the previous one if any)
+// and waits until its caches have synced; the revision side resyncs every 2 s.
+func (r *outageRig) start(t *testing.T) {
 	t.Helper()
-	cfg := counter.Wrap(e.cp.RESTConfig())
-	cfg.Host = "https://" + proxy.Addr()
-	srv, err := server.New(cfg, server.Options{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", ShutdownTimeout: 5 * time.Second,
+	cfg := r.counter.Wrap(r.e.cp.RESTConfig())
+	cfg.Host = "https://" + r.proxy.Addr()
+	grpcAddr := "127.0.0.1:0"
+	if r.srv != nil {
+		grpcAddr = r.srv.GRPCAddr()
+	}
+	srv, err := server.New(cfg, server.Options{GRPCAddr: grpcAddr, HTTPAddr: "127.0.0.1:0", ShutdownTimeout: 5 * time.Second,
 		ProbeInterval: 200 * time.Millisecond, Ingress: server.Ingress{WatchResync: 2 * time.Second}})
 	if err != nil {
 		t.Fatalf("server.New: %v", err)
 	}
-	ctx, cancel := context.WithCancel(e.ctx)
+	ctx, cancel := context.WithCancel(r.e.ctx)
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("server.Run: %v", err)
-		}
-	})
-	if err := srv.Cache().WaitForSync(e.ctx); err != nil {
+	var once sync.Once
+	r.srv, r.stop = srv, func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("server.Run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(r.stop)
+	if err := srv.Cache().WaitForSync(r.e.ctx); err != nil {
 		t.Fatalf("server caches: %v", err)
 	}
-	return srv
 }
 
 // shortenRetries checks that every trigger of the shipped Sensor is at-least-once with a
