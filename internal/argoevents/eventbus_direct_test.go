@@ -60,7 +60,7 @@ func TestDirectSubscriptionFedByTheRealEventSource(t *testing.T) {
 			}
 			return nil
 		})
-		t.Logf("replay: %d ADDs handled %s after the restart; PATCH/PUT/DELETE %d, GETs %d (POSTs %d, %d in all: the first phase's Attached Events)",
+		t.Logf("replay: %d ADDs handled %s after the restart; PATCH/PUT/DELETE %d, GETs %d (POSTs %d since, %d in all: Events, which the recorder sends asynchronously)",
 			eventsCount(t, srv, "eventbus", "")-before, time.Since(restarted).Round(time.Millisecond), configMapWrites(counter)-writes,
 			counter.Count("GET")-gets, counter.Count("POST")-posts, counter.Count("POST"))
 		if got := configMapWrites(counter) - writes; got != 0 {
