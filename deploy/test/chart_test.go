@@ -89,8 +89,8 @@ networkPolicy:
 
 // chartSetFlags are the serve flags the chart sets itself (not under .Values.flags).
 var chartSetFlags = map[string]string{
-	"grpc-addr": "ports.grpc", "http-addr": "ports.http",
-	"tls-cert-file": "tls", "tls-key-file": "tls", "http-token-file": "httpAuth", "argocd-clusters": "argocdClusters",
+	"grpc-addr": "ports.grpc", "http-addr": "ports.http", "tls-cert-file": "tls", "tls-key-file": "tls",
+	"http-token-file": "httpAuth", "eventbus-auth-file": "eventBusAuth", "argocd-clusters": "argocdClusters",
 	"leader-elect": "leaderElection", "leader-elect-namespace": "leaderElection",
 }
 

@@ -74,7 +74,14 @@ type secretKey struct{ name, key string }
 // (nil when it passes none), failing when the argument and the mount disagree.
 func tokenVolume(t testing.TB, objs []*unstructured.Unstructured) *secretKey {
 	t.Helper()
-	const flag = "--http-token-file="
+	return secretFile(t, objs, "--http-token-file=")
+}
+
+// secretFile returns the Secret and key the Deployment mounts as the file the argument
+// flag (e.g. "--http-token-file=") names (nil when it passes none), failing when the
+// argument and the mount disagree.
+func secretFile(t testing.TB, objs []*unstructured.Unstructured, flag string) *secretKey {
+	t.Helper()
 	var file string
 	for _, a := range containerArgs(t, objs) {
 		if v, ok := strings.CutPrefix(a, flag); ok {
@@ -103,7 +110,7 @@ func tokenVolume(t testing.TB, objs []*unstructured.Unstructured) *secretKey {
 		}
 	}
 	if file != "" && found == nil {
-		t.Fatalf("--http-token-file=%s is not a mounted Secret key", file)
+		t.Fatalf("%s%s is not a mounted Secret key", flag, file)
 	}
 	return found
 }

@@ -144,6 +144,9 @@ func (e *env) start(cfg argoevents.Config, ready string) *argoevents.Process {
 		name = "sensor-" + cfg.Sensor.Name
 	}
 	cfg.LogFile = filepath.Join(e.logDir, name+".log")
+	for i := 2; fileExists(cfg.LogFile); i++ { // a restart gets a log of its own
+		cfg.LogFile = filepath.Join(e.logDir, fmt.Sprintf("%s-%d.log", name, i))
+	}
 	started := time.Now()
 	p, err := argoevents.Start(e.ctx, cfg)
 	if err != nil {
@@ -165,6 +168,8 @@ func (e *env) start(cfg argoevents.Config, ready string) *argoevents.Process {
 	e.t.Logf("%s ready in %s", p.Name(), time.Since(started).Round(time.Millisecond))
 	return p
 }
+
+func fileExists(path string) bool { _, err := os.Stat(path); return err == nil }
 
 // Log lines that say a process is ready for the test to create objects.
 const (

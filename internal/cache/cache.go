@@ -109,6 +109,9 @@ func New(clients *kube.Clients, opts Options) (*Cache, error) {
 	if err := c.addUserInformers(); err != nil {
 		return nil, err
 	}
+	if err := c.addListedIndex(); err != nil {
+		return nil, fmt.Errorf("cache: listed index: %w", err)
+	}
 
 	c.cmInf = c.metadata.ForResource(core.ConfigMapGVR).Informer()
 	if err := c.cmInf.SetTransform(StripManagedFields); err != nil {
@@ -176,7 +179,7 @@ func (c *Cache) tryStartRollouts(ctx context.Context) {
 			if err := inf.SetTransform(StripManagedFields); err != nil {
 				c.log.Warn("Rollout informer transform", "err", err)
 			}
-			if err := inf.AddIndexers(toolscache.Indexers{UsesIndex: usesIndexFunc, WorkloadRefIndex: workloadRefIndexFunc}); err != nil {
+			if err := inf.AddIndexers(toolscache.Indexers{UsesIndex: usesIndexFunc, WorkloadRefIndex: workloadRefIndexFunc, ListedIndex: listedIndexFunc}); err != nil {
 				c.log.Warn("Rollout informer indexes", "err", err)
 			}
 			c.dynamic.Start(ctx.Done())

@@ -123,9 +123,10 @@ func makeFixture(t *testing.T, cp *controlplane.ControlPlane, ns, rsName, cm str
 	if !apierrors.IsAlreadyExists(err) {
 		require.NoError(t, err)
 	}
-	// The ConfigMap is listed by the ReplicaSet's annotation, not labelled: only an event
-	// attaches it (the revision side of a running service looks at labelled or formerly
-	// attached revisions only), so the tests see which cluster an event went to.
+	// The ConfigMap is listed by the ReplicaSet's annotation, not labelled, and created
+	// before it: a running service's revision side sees it with no ReplicaSet listing it
+	// yet and leaves it alone, so only an event attaches it and the tests see which
+	// cluster an event went to.
 	_, err = kc.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: cm},
 		Data: map[string]string{"cluster": cp.Name()}}, metav1.CreateOptions{})
 	require.NoError(t, err)

@@ -99,6 +99,9 @@ type Attacher struct {
 	cfg   Config
 	log   *slog.Logger
 	locks keyLocks
+	// written: the latest writes, so a cache that has not seen one yet causes no
+	// conflicting second PATCH.
+	written recentWrites
 }
 
 // NewAttacher returns an Attacher for cfg. Client and Reader are required.
@@ -599,15 +602,24 @@ func (a *Attacher) getMetaLive(ctx context.Context, kind Kind, ns, name string) 
 	return &metav1.PartialObjectMetadata{ObjectMeta: cm.ObjectMeta}, nil
 }
 
-func (a *Attacher) patch(ctx context.Context, kind Kind, ns, name string, patch []byte) error {
+func (a *Attacher) patch(ctx context.Context, kind Kind, ns, name string, patch []byte) (*metav1.PartialObjectMetadata, error) {
 	opts := metav1.PatchOptions{FieldManager: FieldManager}
-	var err error
+	var om metav1.ObjectMeta
 	if kind == KindSecret {
-		_, err = a.cfg.Client.CoreV1().Secrets(ns).Patch(ctx, name, types.StrategicMergePatchType, patch, opts)
+		s, err := a.cfg.Client.CoreV1().Secrets(ns).Patch(ctx, name, types.StrategicMergePatchType, patch, opts)
+		if err != nil {
+			return nil, err
+		}
+		om = s.ObjectMeta
 	} else {
-		_, err = a.cfg.Client.CoreV1().ConfigMaps(ns).Patch(ctx, name, types.StrategicMergePatchType, patch, opts)
+		cm, err := a.cfg.Client.CoreV1().ConfigMaps(ns).Patch(ctx, name, types.StrategicMergePatchType, patch, opts)
+		if err != nil {
+			return nil, err
+		}
+		om = cm.ObjectMeta
 	}
-	return err
+	om.ManagedFields = nil
+	return &metav1.PartialObjectMetadata{ObjectMeta: om}, nil
 }
 
 // record emits an "Attached" Event on the config object for the owners added.

@@ -108,8 +108,10 @@ func (a *Attacher) getUserMeta(ctx context.Context, ns string, u User) (metav1.O
 // object written.
 func (a *Attacher) addOwners(ctx context.Context, ns string, or ObjectResult, meta *metav1.PartialObjectMetadata,
 	want []metav1.OwnerReference, recheck func(*metav1.PartialObjectMetadata) ObjectResult) (ObjectResult, []metav1.OwnerReference, types.UID) {
-	unlock := a.locks.lock(string(or.Kind) + "/" + ns + "/" + or.Name)
+	key := string(or.Kind) + "/" + ns + "/" + or.Name
+	unlock := a.locks.lock(key)
 	defer unlock()
+	meta = a.written.fresher(key, meta)
 
 	var lastErr error
 	var added []metav1.OwnerReference
@@ -134,10 +136,11 @@ func (a *Attacher) addOwners(ctx context.Context, ns string, or ObjectResult, me
 		if err != nil {
 			return false, err
 		}
-		err = a.patch(ctx, or.Kind, ns, or.Name, patch)
+		after, err := a.patch(ctx, or.Kind, ns, or.Name, patch)
 		switch {
 		case err == nil:
 			or.Outcome, or.Owners, added = OutcomeAttached, ownerNames(missing), missing
+			a.written.wrote(key, meta.ResourceVersion, after)
 			return true, nil
 		case apierrors.IsConflict(err):
 			lastErr = err

@@ -367,3 +367,20 @@ func Uses(obj any, kind Kind, name string) bool {
 	}
 	return false
 }
+
+// ListedKeys returns the UsesKey of every config object obj's annotations (or its pod
+// template's) list by name (Ref.Explicit): the names that make an unlabelled object a
+// revision. The revision side's candidate check uses an index on them.
+func ListedKeys(obj any) []string {
+	m, ok := obj.(metav1.Object)
+	if !ok {
+		return nil
+	}
+	var keys []string
+	for _, r := range ObjectRefs(obj) {
+		if r.Explicit {
+			keys = append(keys, UsesKey(r.Kind, m.GetNamespace(), r.Name))
+		}
+	}
+	return keys
+}

@@ -83,3 +83,29 @@ func TestUsersOwners(t *testing.T) {
 		})
 	}
 }
+
+func TestListedKeysAreOnlyNamesAnAnnotationLists(t *testing.T) {
+	rs := func(ann, tmplAnn map[string]string) *appsv1.ReplicaSet {
+		return &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", Annotations: ann},
+			Spec: appsv1.ReplicaSetSpec{Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: tmplAnn},
+				Spec: corev1.PodSpec{Volumes: []corev1.Volume{{Name: "v", VolumeSource: corev1.VolumeSource{
+					ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "mounted"}}}}}}}}}
+	}
+	cases := []struct {
+		name string
+		obj  any
+		want []string
+	}{
+		{"a template reference alone is no listing", rs(nil, nil), nil},
+		{"the ReplicaSet's annotation", rs(map[string]string{core.AnnotationConfigMaps: "a, b"}, nil), []string{"ConfigMap/ns/a", "ConfigMap/ns/b"}},
+		{"the pod template's annotation, Secrets too", rs(nil, map[string]string{core.AnnotationSecrets: "s"}), []string{"Secret/ns/s"}},
+		{"a Deployment's annotation", &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "d",
+			Annotations: map[string]string{core.AnnotationConfigMaps: "c"}}}, []string{"ConfigMap/ns/c"}},
+		{"not an object", "x", nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.ElementsMatch(t, tc.want, core.ListedKeys(tc.obj))
+		})
+	}
+}

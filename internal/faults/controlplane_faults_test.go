@@ -48,6 +48,7 @@ func testControlPlaneFault(t *testing.T, f controlPlaneFault) {
 	owners := watchOwners(t, w.kc, w.ns)
 	api := newAPIRequests(t)
 	svc := startService(t, b, "--log-level", "warn")
+	w.createSets(t)
 
 	firstBatch := &workload{ns: w.ns, kc: w.kc, sets: w.sets[:first]}
 	require.NoError(t, <-publishPaced(b, firstBatch, 0))

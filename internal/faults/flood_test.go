@@ -29,6 +29,7 @@ func TestReplayFloodNoWrites(t *testing.T) {
 	w := newWorkload(t, "flood", n)
 	api := newAPIRequests(t)
 	svc := startService(t, b, "--log-level", "warn", "--eventbus-max-in-flight", fmt.Sprint(inFlight))
+	w.createSets(t)
 
 	require.NoError(t, <-publishPaced(b, w, 0))
 	controlplane.Eventually(t, 120*time.Second, "the 500 ReplicaSets attached and the stream acked", func() error {

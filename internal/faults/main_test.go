@@ -482,27 +482,36 @@ func newWorkload(t *testing.T, ns string, n int) *workload {
 	t.Helper()
 	ns, kc := newNamespace(t, ns)
 	w := &workload{ns: ns, kc: kc, sets: make([]*appsv1.ReplicaSet, n)}
-	ctx := context.Background()
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(16)
-	for i := range n {
-		g.Go(func() error {
-			if err := createConfigMap(gctx, kc, ns, fmt.Sprintf("cm-%d", i)); err != nil {
-				return err
-			}
-			rs, err := kc.AppsV1().ReplicaSets(ns).Create(gctx, replicaSet(fmt.Sprintf("rs-%d", i), fmt.Sprintf("cm-%d", i)), metav1.CreateOptions{})
-			w.sets[i] = rs
-			return err
-		})
-	}
-	require.NoError(t, g.Wait())
+	w.each(t, func(ctx context.Context, i int) error { return createConfigMap(ctx, kc, ns, fmt.Sprintf("cm-%d", i)) })
 	return w
 }
 
+// createSets creates the workload's ReplicaSets, rs-i listing cm-i. Call it once serve
+// has started: serve's revision side then saw the ConfigMaps with no ReplicaSet listing
+// them and leaves them to the ReplicaSet events under test (it would otherwise attach
+// every listed one at start, from the caches; its resync, 10 min, is past any test).
+func (w *workload) createSets(t *testing.T) {
+	t.Helper()
+	w.each(t, func(ctx context.Context, i int) error {
+		rs, err := w.kc.AppsV1().ReplicaSets(w.ns).Create(ctx, replicaSet(fmt.Sprintf("rs-%d", i), fmt.Sprintf("cm-%d", i)), metav1.CreateOptions{})
+		w.sets[i] = rs
+		return err
+	})
+}
+
+// each runs f for every index of the workload, 16 at a time.
+func (w *workload) each(t *testing.T, f func(ctx context.Context, i int) error) {
+	t.Helper()
+	g, gctx := errgroup.WithContext(context.Background())
+	g.SetLimit(16)
+	for i := range w.sets {
+		g.Go(func() error { return f(gctx, i) })
+	}
+	require.NoError(t, g.Wait())
+}
+
 // createConfigMap creates an unlabelled ConfigMap: the ReplicaSets of these tests list
-// theirs by annotation, so that only the ReplicaSet events under test attach them (the
-// revision side of serve looks at labelled or formerly attached revisions only, and
-// would otherwise attach every one at start, from the caches).
+// theirs by annotation (see createSets for why the revision side leaves them alone).
 func createConfigMap(ctx context.Context, kc kubernetes.Interface, ns, name string) error {
 	_, err := kc.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name},
 		Data: map[string]string{"k": "v"}}, metav1.CreateOptions{})

@@ -34,6 +34,7 @@ func TestNATSRestartedCatchesUp(t *testing.T) {
 	patches0 := api.count(t, "PATCH", "configmaps", "")
 	// One message at a time, so that NATS goes down with most of the first batch unhandled.
 	svc := startService(t, b, "--eventbus-max-in-flight", "1")
+	w.createSets(t)
 
 	firstBatch := &workload{ns: w.ns, kc: w.kc, sets: w.sets[:first]}
 	require.NoError(t, <-publishPaced(b, firstBatch, 0))

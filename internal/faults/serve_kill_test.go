@@ -48,6 +48,7 @@ func TestServeKilledMidStream(t *testing.T) {
 	api := newAPIRequests(t)
 	patches0 := api.count(t, "PATCH", "configmaps", "")
 	svc := startService(t, b, "--log-level", "warn")
+	w.createSets(t)
 
 	started := time.Now()
 	published := publishPaced(b, w, 8*time.Millisecond)

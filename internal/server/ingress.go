@@ -155,6 +155,7 @@ func (s *Server) perCluster(ctx context.Context, c *cluster.Cluster) error {
 			rs = ch.ReplicaSetInformer()
 		}
 		w, err := watch.New(rs, s.d, watch.Options{Cluster: c.Name(), Options: &s.spec, Revisions: ch.RevisionInformers(),
+			Listed: ch.Listed,
 			Resync: in.WatchResync, Workers: in.WatchWorkers, StopGrace: s.opts.ShutdownTimeout, Logger: log})
 		if err != nil {
 			return err

@@ -14,37 +14,80 @@ import (
 
 	"github.com/configmap-attacher/configmap-attacher/internal/controlplane"
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
+	"github.com/configmap-attacher/configmap-attacher/internal/eventbus"
 	"github.com/configmap-attacher/configmap-attacher/internal/kube"
+	"github.com/configmap-attacher/configmap-attacher/internal/natsserver"
 	"github.com/configmap-attacher/configmap-attacher/internal/server"
 	"github.com/configmap-attacher/configmap-attacher/internal/testfix"
 )
 
-// Safety rule 9, on a service whose only ways in are gRPC and HTTP (no --watch, no
-// event ever sent): a revision that appears after its ReplicaSet is attached from its
-// own creation, and one whose ownerReferences a PUT wiped (kubectl replace, Argo CD
-// Replace=true) gets them back, with an Attached Event; an unrelated ConfigMap and an
-// unused revision cause no write.
+// revisionLag is how long after its ReplicaSet a late revision is created (External
+// Secrets, Sealed Secrets, a slow CI step).
+const revisionLag = 5 * time.Second
+
+// Safety rule 9 on every way in the service can run with (gRPC and HTTP only, the
+// EventBus subscription, the built-in watcher), no ReplicaSet event ever sent after the
+// ReplicaSet appeared: a revision created 5 s after its ReplicaSet is attached from its
+// own creation, opted in by label or (unlabelled) listed by the ReplicaSet's annotation;
+// one whose ownerReferences a PUT wiped (kubectl replace, Argo CD Replace=true) gets them
+// back, with an Attached Event; an unrelated ConfigMap and an unused revision cause no
+// write. The times are logged, not asserted.
 func TestRevisionSideAttachesLateAndWipedRevisions(t *testing.T) {
+	ways := []struct {
+		name    string
+		ingress func(t *testing.T) server.Ingress
+	}{
+		{"gRPC and HTTP only", func(*testing.T) server.Ingress { return server.Ingress{} }},
+		{"EventBus subscription", func(t *testing.T) server.Ingress {
+			bus, err := natsserver.Start(context.Background(), natsserver.Options{})
+			require.NoError(t, err)
+			t.Cleanup(bus.Stop)
+			return server.Ingress{EventBus: &eventbus.SubscriberOptions{URL: bus.ClientURL(), TLS: eventbus.TLS{CAFile: bus.CAFile()}, CreateStream: true}}
+		}},
+		{"built-in watcher", func(*testing.T) server.Ingress { return server.Ingress{Watch: true} }},
+	}
+	for i, way := range ways {
+		t.Run(way.name, func(t *testing.T) {
+			revisionSide(t, fmt.Sprintf("revision-side-%d", i), way.ingress(t))
+		})
+	}
+}
+
+func revisionSide(t *testing.T, ns string, in server.Ingress) {
 	c := controlplane.Require(t, cp)
 	kc := c.Client()
 	ctx := context.Background()
-	const ns = "revision-side"
 	testfix.CreateNamespace(t, kc, ns)
 	counter := &kube.RequestCounter{}
-	srv := startServer(t, server.Options{}, counter, "http", http.DefaultClient)
-	rs := testfix.CreateReplicaSet(t, kc, ns, "web-1", "late-cfg")
+	srv := startServer(t, server.Options{Ingress: in}, counter, "http", http.DefaultClient)
+	rs := testfix.ReplicaSet("web-1", "late-cfg")
+	rs.Annotations = map[string]string{core.AnnotationConfigMaps: "listed-cfg"}
+	rs, err := kc.AppsV1().ReplicaSets(ns).Create(ctx, rs, metav1.CreateOptions{})
+	require.NoError(t, err)
 	controlplane.Eventually(t, 10*time.Second, "the ReplicaSet in the cache", func() error {
 		_, err := srv.Cache().ReplicaSet(ctx, ns, rs.Name)
 		return err
 	})
+	time.Sleep(time.Until(rs.CreationTimestamp.Add(revisionLag))) // the scenario, not a timing assertion
 
-	t.Run("a revision created after its ReplicaSet is attached", func(t *testing.T) {
-		start := time.Now()
-		_, err := kc.CoreV1().ConfigMaps(ns).Create(ctx, testfix.Revision(ns, "late-cfg"), metav1.CreateOptions{})
-		require.NoError(t, err)
-		waitOwned(t, kc, ns, "late-cfg", rs)
-		t.Logf("attached %s after its creation", time.Since(start).Round(time.Millisecond))
-	})
+	late := []struct{ name, cm string }{
+		{"an opted-in revision created after its ReplicaSet is attached", "late-cfg"},
+		{"an unlabelled revision the ReplicaSet's annotation lists, created after it, is attached", "listed-cfg"},
+	}
+	for _, tc := range late {
+		t.Run(tc.name, func(t *testing.T) {
+			cm := testfix.Revision(ns, tc.cm)
+			if tc.cm == "listed-cfg" {
+				cm.Labels = nil
+			}
+			start := time.Now()
+			_, err := kc.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{})
+			require.NoError(t, err)
+			waitOwned(t, kc, ns, tc.cm, rs)
+			t.Logf("%s created %s after its ReplicaSet, attached %s after its creation",
+				tc.cm, start.Sub(rs.CreationTimestamp.Time).Round(time.Second), time.Since(start).Round(time.Millisecond))
+		})
+	}
 	t.Run("ownerReferences wiped by a PUT are restored", func(t *testing.T) {
 		cm, err := kc.CoreV1().ConfigMaps(ns).Get(ctx, "late-cfg", metav1.GetOptions{})
 		require.NoError(t, err)
@@ -54,20 +97,7 @@ func TestRevisionSideAttachesLateAndWipedRevisions(t *testing.T) {
 		start := time.Now()
 		waitOwned(t, kc, ns, "late-cfg", rs)
 		t.Logf("restored %s after the PUT", time.Since(start).Round(time.Millisecond))
-		controlplane.Eventually(t, 10*time.Second, "Attached Events", func() error {
-			evs, err := kc.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=late-cfg,reason=Attached"})
-			if err != nil {
-				return err
-			}
-			var n int32
-			for _, e := range evs.Items {
-				n += max(e.Count, 1)
-			}
-			if n < 2 {
-				return fmt.Errorf("%d Attached Events; want the attach and the restore told", n)
-			}
-			return nil
-		})
+		waitAttachedEvents(t, ns, "late-cfg", 2)
 	})
 	t.Run("an unrelated ConfigMap and an unused revision cause no write", func(t *testing.T) {
 		before := counter.Writes()
@@ -80,5 +110,26 @@ func TestRevisionSideAttachesLateAndWipedRevisions(t *testing.T) {
 			return err
 		})
 		assert.Equal(t, before, counter.Writes())
+	})
+}
+
+// waitAttachedEvents waits until ConfigMap name has at least want Attached Events
+// (counting repeats): the attach and each restore are told.
+func waitAttachedEvents(t *testing.T, ns, name string, want int32) {
+	t.Helper()
+	kc := controlplane.Require(t, cp).Client()
+	controlplane.Eventually(t, 10*time.Second, "Attached Events", func() error {
+		evs, err := kc.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + name + ",reason=Attached"})
+		if err != nil {
+			return err
+		}
+		var n int32
+		for _, e := range evs.Items {
+			n += max(e.Count, 1)
+		}
+		if n < want {
+			return fmt.Errorf("%d Attached Events; want %d", n, want)
+		}
+		return nil
 	})
 }

@@ -43,6 +43,10 @@ type Options struct {
 	// each object that appears, gains the opt-in label or loses an owner is dispatched
 	// as a revision event.
 	Revisions map[core.Kind]toolscache.SharedIndexInformer
+	// Listed, when set, reports whether a cached workload lists a config object by name
+	// (cache.Cache.Listed): such an unlabelled object is a candidate too, so that one
+	// created after its ReplicaSet is attached at once.
+	Listed func(kind core.Kind, namespace, name string) bool
 	// Workers is the number of objects handled at once; default DefaultWorkers.
 	Workers int
 	// Resync is how often every cached object is queued again, so that anything missed
@@ -205,7 +209,9 @@ func (w *Watcher) handler(kind string) toolscache.ResourceEventHandlerFuncs {
 		// ownerReferences leaves an unlabelled, listed revision with none); one that
 		// becomes one (gains the opt-in label) is one. The service's own owner additions
 		// change neither labels nor lose an owner: not queued.
-		relevant = func(old, obj any) bool { return revisionNeedsLook(old, obj) && (isCandidate(old) || isCandidate(obj)) }
+		relevant = func(old, obj any) bool {
+			return revisionNeedsLook(old, obj) && (w.isCandidate(kind, old) || w.isCandidate(kind, obj))
+		}
 	}
 	return toolscache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { w.enqueue(kind, obj) },
@@ -259,7 +265,7 @@ func revisionNeedsLook(old, obj any) bool {
 
 // enqueue queues obj unless it is terminating or, for a config object, no candidate.
 func (w *Watcher) enqueue(kind string, obj any) {
-	if kind != kindReplicaSet && !isCandidate(obj) {
+	if kind != kindReplicaSet && !w.isCandidate(kind, obj) {
 		return
 	}
 	w.add(kind, obj)
@@ -277,17 +283,22 @@ func (w *Watcher) add(kind string, obj any) {
 	}
 }
 
-func isCandidate(obj any) bool {
+// isCandidate reports whether the config object obj of kind may be a revision the
+// revision side should look at: candidate, or a cached workload lists it by name
+// (Options.Listed; an unlabelled object created after the ReplicaSet that lists it).
+func (w *Watcher) isCandidate(kind string, obj any) bool {
 	m, ok := obj.(metav1.Object)
-	return ok && candidate(m)
+	if !ok {
+		return false
+	}
+	return candidate(m) || (w.opts.Listed != nil && w.opts.Listed(core.Kind(kind), m.GetNamespace(), m.GetName()))
 }
 
-// candidate reports whether a config object may be a revision the revision side should
-// look at: it carries the opt-in label, or a ReplicaSet owned it (it was attached, for
-// example listed by a workload annotation, and may have lost owners since). Other
-// ConfigMaps and Secrets (kube-root-ca.crt, application config) are never queued, so
-// they cost nothing and count nowhere; an unlabelled, listed object created after its
-// ReplicaSet is repaired by the ReplicaSet side (--watch resync) or the orphan sweep.
+// candidate reports whether a config object may be a revision by its own metadata: it
+// carries the opt-in label, or a ReplicaSet owned it (it was attached, for example
+// listed by a workload annotation, and may have lost owners since). Other ConfigMaps and
+// Secrets (kube-root-ca.crt, application config) are never queued, so they cost nothing
+// and count nowhere.
 func candidate(m metav1.Object) bool {
 	if m.GetLabels()[core.LabelRevision] == "true" {
 		return true

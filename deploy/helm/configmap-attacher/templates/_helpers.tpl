@@ -96,6 +96,9 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if .Values.httpAuth.enabled }}
 - --http-token-file=/etc/configmap-attacher/http-token/token
 {{- end }}
+{{- if .Values.eventBusAuth.existingSecret }}
+- --eventbus-auth-file=/etc/configmap-attacher/eventbus-auth/auth.yaml
+{{- end }}
 {{- $watch := include "cma.watchNamespace" . }}
 {{- range $k, $v := .Values.flags }}
 {{- if eq $k "watch-namespace" }}
@@ -168,6 +171,17 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- else if index .Values.flags "http-public-metrics" }}
 {{- fail "flags.http-public-metrics needs httpAuth.enabled (without a token, everything is public already)" }}
+{{- end }}
+{{- if hasKey .Values.flags "eventbus-auth-file" }}
+{{- fail "flags.eventbus-auth-file is set by the chart from eventBusAuth.existingSecret (the EventBus accessSecret); remove it from flags" }}
+{{- end }}
+{{- if .Values.eventBusAuth.existingSecret }}
+{{- if not (index .Values.flags "eventbus-url") }}
+{{- fail "eventBusAuth.existingSecret needs flags.eventbus-url (the direct EventBus subscription it authenticates)" }}
+{{- end }}
+{{- if or (index .Values.flags "eventbus-token-file") (index .Values.flags "eventbus-user") (index .Values.flags "eventbus-password-file") }}
+{{- fail "eventBusAuth.existingSecret holds the EventBus credentials: unset flags.eventbus-token-file, flags.eventbus-user and flags.eventbus-password-file" }}
+{{- end }}
 {{- end }}
 {{- $np := .Values.networkPolicy }}
 {{- if $np.enabled }}
