@@ -29,7 +29,6 @@ import (
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	appslisters "k8s.io/client-go/listers/apps/v1"
-	"k8s.io/client-go/metadata/metadatainformer"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
@@ -59,9 +58,8 @@ type Cache struct {
 	opts    Options
 	log     *slog.Logger
 
-	typed    informers.SharedInformerFactory
-	metadata metadatainformer.SharedInformerFactory
-	dynamic  dynamicinformer.DynamicSharedInformerFactory
+	typed   informers.SharedInformerFactory
+	dynamic dynamicinformer.DynamicSharedInformerFactory
 
 	rsLister  appslisters.ReplicaSetLister
 	depLister appslisters.DeploymentLister
@@ -99,7 +97,7 @@ func New(clients *kube.Clients, opts Options) (*Cache, error) {
 	c := &Cache{clients: clients, opts: opts, log: log.With("component", "cache")}
 	c.typed = informers.NewSharedInformerFactoryWithOptions(clients.Kube, opts.Resync,
 		informers.WithNamespace(opts.Namespace), informers.WithTransform(Lean))
-	c.metadata = metadatainformer.NewFilteredSharedInformerFactory(clients.Metadata, opts.Resync, opts.Namespace, nil)
+	c.registerPagedInformers()
 	c.dynamic = dynamicinformer.NewFilteredDynamicSharedInformerFactory(clients.Dynamic, opts.Resync, opts.Namespace, nil)
 
 	rs := c.typed.Apps().V1().ReplicaSets()
@@ -110,15 +108,15 @@ func New(clients *kube.Clients, opts Options) (*Cache, error) {
 		return nil, err
 	}
 
-	c.cmInf = c.metadata.ForResource(core.ConfigMapGVR).Informer()
-	if err := c.cmInf.SetTransform(StripManagedFields); err != nil {
-		return nil, fmt.Errorf("cache: ConfigMap transform: %w", err)
+	cm, err := c.newConfigInformer(core.ConfigMapGVR)
+	if err != nil {
+		return nil, err
 	}
+	c.cmInf = cm
 	c.synced = append(c.synced, c.cmInf.HasSynced)
 	if opts.Secrets {
-		c.secInf = c.metadata.ForResource(core.SecretGVR).Informer()
-		if err := c.secInf.SetTransform(StripManagedFields); err != nil {
-			return nil, fmt.Errorf("cache: Secret transform: %w", err)
+		if c.secInf, err = c.newConfigInformer(core.SecretGVR); err != nil {
+			return nil, err
 		}
 		c.synced = append(c.synced, c.secInf.HasSynced)
 	}
@@ -143,9 +141,14 @@ func (c *Cache) Run(ctx context.Context) error {
 		return errors.New("cache: Run called twice")
 	}
 	c.typed.Start(ctx.Done())
-	c.metadata.Start(ctx.Done())
+	var wg sync.WaitGroup
+	for _, inf := range []toolscache.SharedIndexInformer{c.cmInf, c.secInf} {
+		if inf != nil {
+			wg.Go(func() { inf.RunWithContext(ctx) })
+		}
+	}
+	defer wg.Wait()
 	defer c.typed.Shutdown()
-	defer c.metadata.Shutdown()
 	defer c.dynamic.Shutdown()
 
 	t := time.NewTicker(c.opts.RolloutPoll)
@@ -173,7 +176,7 @@ func (c *Cache) tryStartRollouts(ctx context.Context) {
 	for _, r := range rl.APIResources {
 		if r.Name == core.RolloutResource {
 			inf := c.dynamic.ForResource(core.RolloutGVR).Informer()
-			if err := inf.SetTransform(StripManagedFields); err != nil {
+			if err := inf.SetTransform(Lean); err != nil {
 				c.log.Warn("Rollout informer transform", "err", err)
 			}
 			if err := inf.AddIndexers(toolscache.Indexers{UsesIndex: usesIndexFunc, WorkloadRefIndex: workloadRefIndexFunc}); err != nil {
