@@ -73,6 +73,10 @@ type Cache struct {
 	synced   []toolscache.InformerSynced
 
 	rollouts     atomic.Pointer[toolscache.SharedIndexInformer]
+	rolloutMu    sync.Mutex      // serialises tryStartRollouts
+	runDone      <-chan struct{} // Run's ctx.Done(): the Rollout informer runs as long
+	absentMu     sync.Mutex
+	absentAt     time.Time // when the Argo Rollouts API was last confirmed absent
 	running      atomic.Bool
 	hasSyncedAll atomic.Bool
 
@@ -140,6 +144,9 @@ func (c *Cache) Run(ctx context.Context) error {
 	if !c.running.CompareAndSwap(false, true) {
 		return errors.New("cache: Run called twice")
 	}
+	c.rolloutMu.Lock()
+	c.runDone = ctx.Done()
+	c.rolloutMu.Unlock()
 	c.typed.Start(ctx.Done())
 	var wg sync.WaitGroup
 	for _, inf := range []toolscache.SharedIndexInformer{c.cmInf, c.secInf} {
@@ -165,13 +172,25 @@ func (c *Cache) Run(ctx context.Context) error {
 	}
 }
 
-func (c *Cache) tryStartRollouts(ctx context.Context) {
+// tryStartRollouts looks for the Argo Rollouts API (one discovery GET) and starts the
+// Rollout informer, for the life of Run, when it is served. It reports whether the look
+// got an answer (served or absent).
+func (c *Cache) tryStartRollouts(ctx context.Context) bool {
+	c.rolloutMu.Lock()
+	defer c.rolloutMu.Unlock()
+	if c.rollouts.Load() != nil {
+		return true
+	}
+	if c.runDone == nil {
+		return false // not running: nothing may be started
+	}
 	rl, err := c.clients.Kube.Discovery().ServerResourcesForGroupVersion(core.RolloutGroup + "/" + core.RolloutVersion)
 	if err != nil {
 		if !apierrors.IsNotFound(err) {
 			c.log.Debug("looking for the Argo Rollouts API", "err", err)
+			return false
 		}
-		return
+		return true
 	}
 	for _, r := range rl.APIResources {
 		if r.Name == core.RolloutResource {
@@ -182,12 +201,13 @@ func (c *Cache) tryStartRollouts(ctx context.Context) {
 			if err := inf.AddIndexers(toolscache.Indexers{UsesIndex: usesIndexFunc, WorkloadRefIndex: workloadRefIndexFunc}); err != nil {
 				c.log.Warn("Rollout informer indexes", "err", err)
 			}
-			c.dynamic.Start(ctx.Done())
+			c.dynamic.Start(c.runDone)
 			c.rollouts.Store(&inf)
 			c.log.Info("Argo Rollouts API found: caching Rollouts")
-			return
+			return true
 		}
 	}
+	return true
 }
 
 // HasSynced reports whether every started informer has completed its initial list

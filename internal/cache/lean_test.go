@@ -34,7 +34,7 @@ func fullRollout(t *testing.T) *unstructured.Unstructured {
 	tm, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&rs.Spec.Template)
 	require.NoError(t, err)
 	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "argoproj.io/v1alpha1", "kind": core.RolloutKind,
-		"spec": map[string]any{"replicas": int64(3), "template": tm, "strategy": map[string]any{"canary": map[string]any{}}},
+		"spec":   map[string]any{"replicas": int64(3), "template": tm, "strategy": map[string]any{"canary": map[string]any{}}},
 		"status": map[string]any{"currentPodHash": "abc"}}}
 	u.SetName("web")
 	u.SetNamespace("shop")
