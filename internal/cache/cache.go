@@ -1,10 +1,12 @@
 // Package cache is an informer-backed core.Reader for long-running paths (the trigger
-// service, the watcher). ReplicaSets and Deployments come from typed shared informers,
-// Argo Rollouts from a dynamic informer started once the CRD exists, and ConfigMaps and
-// Secrets from metadata-only informers, so memory does not grow with their data. For
-// core.Reader.Users, lean informers of ControllerRevisions, StatefulSets, DaemonSets,
-// Jobs, CronJobs and Pods (see Lean) and a uses index on every one of them map a config
-// object to the objects that use it.
+// service, the watcher, the orphan sweep). ReplicaSets, Deployments and the other
+// workloads come from typed shared informers, Argo Rollouts from a dynamic informer
+// started once the CRD exists, and ConfigMaps and Secrets from metadata-only informers.
+// Every object is stored lean (see Lean): the metadata the core, the sweep and status
+// read and its pod template reduced to its references, and the initial lists are read
+// page by page (pagedLeanList), so memory follows the object count, not the templates.
+// A uses index on every workload informer maps a config object to the objects that use
+// it (core.Reader.Users); the sweep reads whole namespaces (gc.Store, sweep.go).
 //
 // A cache miss falls back to a live GET (a ReplicaSet announced by an event may be
 // newer than the cache), so the Reader is always correct and costs no request in the
