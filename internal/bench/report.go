@@ -178,7 +178,11 @@ func (r *Report) scaleRows(add func(fig, meas, base, target, met string), floorS
 		if base != nil {
 			baseStr = fmt.Sprintf("none cached %s", mib(base.RSS))
 		}
-		add(fig, fmt.Sprintf("%s (peak %s), %.0f B per RS", mib(m.RSS), mib(m.Peak), m.BytesPerRS), baseStr, target, met)
+		per := fmt.Sprintf("%.0f B per RS", m.BytesPerRS)
+		if m.Revisions > 0 {
+			per = fmt.Sprintf("%.0f B per revision", m.BytesPerRevision)
+		}
+		add(fig, fmt.Sprintf("%s (peak %s), %s", mib(m.RSS), mib(m.Peak), per), baseStr, target, met)
 		add(fmt.Sprintf("start-up: serve ready with %d RS + %d revisions", m.ReplicaSets, m.Revisions),
 			fmt.Sprintf("%.1fs", m.ReadySeconds), "-", "< 10s", yesNo(m.ReadySeconds < 10))
 		if m.Curve.N > 0 {
@@ -215,10 +219,13 @@ func floorCost(f *FloorResult) string {
 
 func fmtReq(m map[string]int) string {
 	var parts []string
-	for _, v := range []string{"GET", "WATCH", "POST", "PUT", "PATCH", "DELETE"} {
+	for _, v := range []string{"LIST", "GET", "WATCH", "POST", "PUT", "PATCH", "DELETE"} {
 		if m[v] > 0 {
 			parts = append(parts, fmt.Sprintf("%s %d", v, m[v]))
 		}
+	}
+	if len(parts) == 0 {
+		return "0 requests"
 	}
 	return strings.Join(parts, ", ")
 }
