@@ -30,7 +30,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
+	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
@@ -101,9 +103,14 @@ func New(clients *kube.Clients, opts Options) (*Cache, error) {
 		log = slog.Default()
 	}
 	c := &Cache{clients: clients, opts: opts, log: log.With("component", "cache")}
-	c.typed = informers.NewSharedInformerFactoryWithOptions(clients.Kube, opts.Resync,
-		informers.WithNamespace(opts.Namespace), informers.WithTransform(Lean))
-	c.registerPagedInformers()
+	// Every typed informer is a paged one (registerPagedInformers) whose list and watch
+	// deliver lean objects: the factory needs no transform.
+	c.typed = informers.NewSharedInformerFactoryWithOptions(clients.Kube, opts.Resync, informers.WithNamespace(opts.Namespace))
+	lc, err := listClient(clients)
+	if err != nil {
+		return nil, err
+	}
+	c.registerPagedInformers(lc)
 	c.dynamic = dynamicinformer.NewFilteredDynamicSharedInformerFactory(clients.Dynamic, opts.Resync, opts.Namespace, nil)
 
 	rs := c.typed.Apps().V1().ReplicaSets()
@@ -127,6 +134,23 @@ func New(clients *kube.Clients, opts Options) (*Cache, error) {
 		c.synced = append(c.synced, c.secInf.HasSynced)
 	}
 	return c, nil
+}
+
+// listClient is the typed client the informers list and watch with: protobuf (cheaper
+// to decode than JSON, which matters for a start-up list of every workload) when
+// clients carries a rest.Config that does not choose a content type, else clients.Kube.
+func listClient(clients *kube.Clients) (kubernetes.Interface, error) {
+	if clients.Config == nil || clients.Config.ContentType != "" {
+		return clients.Kube, nil
+	}
+	pc := rest.CopyConfig(clients.Config)
+	pc.ContentType = "application/vnd.kubernetes.protobuf"
+	pc.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	kc, err := kubernetes.NewForConfig(pc)
+	if err != nil {
+		return nil, fmt.Errorf("cache: list client: %w", err)
+	}
+	return kc, nil
 }
 
 // StripManagedFields is the informers' transform: it drops metadata.managedFields,

@@ -20,9 +20,9 @@ import (
 // core.PodSpecRefs reads (core.RefsOnly) and this project's template annotations.
 // The references are computed from the full template once, here; the core's
 // ObjectRefs, the uses index and the sweep's Workload all read the reduced template and
-// get the same answer as from the full one. ReplicaSets also keep their pod-template
-// hash labels, revision annotation, spec.replicas and status.readyReplicas (status,
-// the watcher's update filter), Deployments their replicas and observed generation.
+// get the same answer as from the full one. No label is kept (nothing the service reads
+// from its caches uses a workload's labels; status and the one-shot commands read
+// live); ReplicaSets and Deployments also keep spec.replicas and status.readyReplicas.
 // Anything else (config metadata included) loses only metadata.managedFields. Objects
 // that are already lean pass through unchanged in content.
 func Lean(obj any) (any, error) {
@@ -54,25 +54,14 @@ func Lean(obj any) (any, error) {
 	return StripManagedFields(obj)
 }
 
-// ReplicaSet labels and annotations kept besides this project's (status, families).
-var (
-	rsLabels      = []string{core.DeploymentHashKey, core.RolloutHashLabel}
-	rsAnnotations = []string{core.DeploymentRevisionAnnotation, "rollout.argoproj.io/revision"}
-)
-
 func leanReplicaSet(rs *appsv1.ReplicaSet) *appsv1.ReplicaSet {
-	m := leanMeta(rs.ObjectMeta)
-	m.Labels = pick(rs.Labels, rsLabels)
-	m.Annotations = withPicked(m.Annotations, rs.Annotations, rsAnnotations)
-	return &appsv1.ReplicaSet{ObjectMeta: m,
+	return &appsv1.ReplicaSet{ObjectMeta: leanMeta(rs.ObjectMeta),
 		Spec:   appsv1.ReplicaSetSpec{Replicas: rs.Spec.Replicas, Template: leanTemplate(&rs.Spec.Template)},
 		Status: appsv1.ReplicaSetStatus{ReadyReplicas: rs.Status.ReadyReplicas}}
 }
 
 func leanDeployment(d *appsv1.Deployment) *appsv1.Deployment {
-	m := leanMeta(d.ObjectMeta)
-	m.Annotations = withPicked(m.Annotations, d.Annotations, rsAnnotations[:1])
-	return &appsv1.Deployment{ObjectMeta: m,
+	return &appsv1.Deployment{ObjectMeta: leanMeta(d.ObjectMeta),
 		Spec:   appsv1.DeploymentSpec{Replicas: d.Spec.Replicas, Template: leanTemplate(&d.Spec.Template)},
 		Status: appsv1.DeploymentStatus{ObservedGeneration: d.Status.ObservedGeneration, ReadyReplicas: d.Status.ReadyReplicas}}
 }
@@ -158,23 +147,6 @@ func ownAnnotations(ann map[string]string) map[string]string {
 		}
 	}
 	return out
-}
-
-// pick returns the entries of m under keys (nil when none).
-func pick(m map[string]string, keys []string) map[string]string {
-	return withPicked(nil, m, keys)
-}
-
-func withPicked(dst, m map[string]string, keys []string) map[string]string {
-	for _, k := range keys {
-		if v, ok := m[k]; ok {
-			if dst == nil {
-				dst = map[string]string{}
-			}
-			dst[k] = v
-		}
-	}
-	return dst
 }
 
 // leanConfigMeta is the config metadata informers' transform: a revision keeps every

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -68,8 +69,8 @@ func TestLeanKeepsWhatCoreAndSweepRead(t *testing.T) {
 		})
 	}
 	lrs := must(Lean(rs)).(*appsv1.ReplicaSet)
-	assert.Equal(t, map[string]string{core.DeploymentHashKey: "5d8f"}, lrs.Labels)
-	assert.Equal(t, "3", lrs.Annotations[core.DeploymentRevisionAnnotation])
+	assert.Empty(t, lrs.Labels, "no label is read from the caches")
+	assert.Equal(t, map[string]string{core.AnnotationConfigMaps: "extra"}, lrs.Annotations)
 	assert.Equal(t, int64(2), lrs.Generation)
 	assert.Equal(t, int32(2), *lrs.Spec.Replicas)
 	assert.Equal(t, int32(1), lrs.Status.ReadyReplicas)
@@ -115,12 +116,15 @@ func TestPagedLeanListReducesEachPage(t *testing.T) {
 	transform := func(obj any) (any, error) { reduced++; return Lean(obj) }
 	got, err := pagedLeanList(list, transform)(context.Background(), metav1.ListOptions{ResourceVersion: "0", Limit: 500})
 	require.NoError(t, err)
-	l := got.(*appsv1.ReplicaSetList)
+	l := got.(*leanList)
 	assert.Len(t, l.Items, total)
 	assert.Equal(t, total, reduced)
 	assert.Equal(t, "77", l.ResourceVersion)
 	assert.Empty(t, l.Continue)
-	assert.Empty(t, l.Items[total-1].Spec.Template.Spec.Containers[0].Image)
+	assert.Empty(t, l.Items[total-1].(*appsv1.ReplicaSet).Spec.Template.Spec.Containers[0].Image)
+	items, err := meta.ExtractListWithAlloc(l)
+	require.NoError(t, err)
+	assert.Same(t, l.Items[0], items[0], "the reflector reads the reduced objects themselves")
 	require.Len(t, calls, 3)
 	for _, c := range calls {
 		assert.Equal(t, int64(pageSize), c.Limit)

@@ -26,13 +26,12 @@ const pageSize = 500
 // start-up (or relist) never holds more than one page of full objects: the reflector's
 // own list would decode the whole collection before the informer's transform runs. The
 // pages are a consistent read (resourceVersion ""), which satisfies every
-// resourceVersion the reflector may ask for; the result carries the list's
-// resourceVersion and no continue token.
+// resourceVersion the reflector may ask for; the result is a leanList at the list's
+// resourceVersion, holding the reduced objects themselves (no copy).
 func pagedLeanList(list toolscache.ListWithContextFunc, transform toolscache.TransformFunc) toolscache.ListWithContextFunc {
 	return func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 		opts.ResourceVersion, opts.ResourceVersionMatch, opts.Limit, opts.Continue = "", "", pageSize, ""
-		var first runtime.Object
-		var items []runtime.Object
+		out := &leanList{}
 		for {
 			page, err := list(ctx, opts)
 			if err != nil {
@@ -47,26 +46,58 @@ func pagedLeanList(list toolscache.ListWithContextFunc, transform toolscache.Tra
 				if err != nil {
 					return nil, err
 				}
-				items = append(items, lean.(runtime.Object))
-			}
-			if err := meta.SetList(page, nil); err != nil { // drop the page's full objects now
-				return nil, err
+				out.Items = append(out.Items, lean.(runtime.Object))
 			}
 			lm, err := meta.ListAccessor(page)
 			if err != nil {
 				return nil, err
 			}
-			if first == nil {
-				first = page
+			if out.ResourceVersion == "" {
+				out.ResourceVersion = lm.GetResourceVersion()
 			}
 			if opts.Continue = lm.GetContinue(); opts.Continue == "" {
-				break
+				return out, nil
 			}
 		}
-		lm, _ := meta.ListAccessor(first)
-		lm.SetContinue("")
-		lm.SetRemainingItemCount(nil)
-		return first, meta.SetList(first, items)
+	}
+}
+
+// leanList is what pagedLeanList returns: the reflector reads its ListMeta and Items.
+type leanList struct {
+	metav1.TypeMeta
+	metav1.ListMeta
+	Items []runtime.Object
+}
+
+// DeepCopyObject implements runtime.Object.
+func (l *leanList) DeepCopyObject() runtime.Object {
+	out := &leanList{TypeMeta: l.TypeMeta, ListMeta: *l.ListMeta.DeepCopy(), Items: make([]runtime.Object, len(l.Items))}
+	for i, o := range l.Items {
+		out.Items[i] = o.DeepCopyObject()
+	}
+	return out
+}
+
+// leanWatch reduces every object a watch delivers with transform, so the informer
+// receives lean objects from its list and its watch alike (and needs no transform of
+// its own: each object is reduced once).
+func leanWatch(w toolscache.WatchFuncWithContext, transform toolscache.TransformFunc) toolscache.WatchFuncWithContext {
+	return func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+		wi, err := w(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		return watch.Filter(wi, func(e watch.Event) (watch.Event, bool) {
+			if e.Type == watch.Bookmark || e.Type == watch.Error {
+				return e, true
+			}
+			if lean, err := transform(e.Object); err == nil {
+				if o, ok := lean.(runtime.Object); ok {
+					e.Object = o
+				}
+			}
+			return e, true
+		}), nil
 	}
 }
 
@@ -141,8 +172,8 @@ func typedListWatches(kc kubernetes.Interface, ns string) []listWatch {
 
 // registerPagedInformers makes the typed factory build its workload informers on
 // pagedLeanList; it must run before any of them is asked for.
-func (c *Cache) registerPagedInformers() {
-	for _, lw := range typedListWatches(c.clients.Kube, c.opts.Namespace) {
+func (c *Cache) registerPagedInformers(kc kubernetes.Interface) {
+	for _, lw := range typedListWatches(kc, c.opts.Namespace) {
 		c.typed.InformerFor(lw.obj, func(_ kubernetes.Interface, resync time.Duration) toolscache.SharedIndexInformer {
 			return newPagedInformer(lw, Lean, resync)
 		})
@@ -151,7 +182,8 @@ func (c *Cache) registerPagedInformers() {
 
 func newPagedInformer(lw listWatch, transform toolscache.TransformFunc, resync time.Duration) toolscache.SharedIndexInformer {
 	return toolscache.NewSharedIndexInformer(&toolscache.ListWatch{ListWithContextFunc: pagedLeanList(lw.list, transform),
-		WatchFuncWithContext: lw.watch}, lw.obj, resync, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
+		WatchFuncWithContext: leanWatch(lw.watch, transform)}, lw.obj, resync,
+		toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
 }
 
 // newConfigInformer is the metadata-only informer of ConfigMaps or Secrets, on
@@ -162,8 +194,5 @@ func (c *Cache) newConfigInformer(gvr schema.GroupVersionResource) (toolscache.S
 		list:  func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return rc.List(ctx, o) },
 		watch: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return rc.Watch(ctx, o) },
 	}, leanConfigMeta, c.opts.Resync)
-	if err := inf.SetTransform(leanConfigMeta); err != nil {
-		return nil, fmt.Errorf("cache: %s transform: %w", gvr.Resource, err)
-	}
 	return inf, nil
 }
