@@ -70,8 +70,11 @@ type Config struct {
 	// SweepNamespaces x SweepRS ReplicaSets x SweepRevisions revisions: the sweep from
 	// the caches (0 namespaces: skip).
 	SweepNamespaces, SweepRS, SweepRevisions int
-	MemBigBytes                              int
-	CurveN                                   int
+	// GoMemLimit, when set, is the service's GOMEMLIMIT (the chart sets it to the
+	// container's memory limit); empty: the Go runtime's default (none).
+	GoMemLimit  string
+	MemBigBytes int
+	CurveN      int
 	// QPS and Burst of the service's and the harness's clients (the service's defaults,
 	// 50/100, would cap every rate at 50 writes/s).
 	QPS   float32

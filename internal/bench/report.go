@@ -169,6 +169,9 @@ func (r *Report) scaleRows(add func(fig, meas, base, target, met string), floorS
 			continue
 		}
 		fig := fmt.Sprintf("serve --watch RSS, %d ReplicaSets (3 KiB templates)", m.ReplicaSets)
+		if r.Config.GoMemLimit != "" {
+			fig = fmt.Sprintf("serve --watch RSS (GOMEMLIMIT %s), %d ReplicaSets (3 KiB templates)", r.Config.GoMemLimit, m.ReplicaSets)
+		}
 		target, met := "-", ""
 		if m.Revisions > 0 {
 			fig += fmt.Sprintf(" + %d revisions", m.Revisions)

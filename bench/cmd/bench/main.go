@@ -57,6 +57,7 @@ func run() error {
 	flag.DurationVar(&cfg.Settle, "settle", cfg.Settle, "wait this long without progress before counting an ownerReference lost")
 	flag.StringVar(&cfg.ResultsDir, "results", cfg.ResultsDir, "directory for the JSON report")
 	flag.StringVar(&cfg.LogDir, "log-dir", cfg.LogDir, "directory for the service's and Argo Events' logs (default: temporary)")
+	flag.StringVar(&cfg.GoMemLimit, "gomemlimit", cfg.GoMemLimit, "GOMEMLIMIT of the measured service, as the chart sets it (e.g. 200MiB; empty: none)")
 	flag.StringVar(&rsLevels, "rs-levels", rsLevels, "ReplicaSet counts of serve's memory curve (empty: skip)")
 	flag.IntVar(&cfg.RSRevisions, "rs-revisions", cfg.RSRevisions, "revisions added at the last -rs-levels level")
 	flag.IntVar(&cfg.SweepNamespaces, "sweep-namespaces", cfg.SweepNamespaces, "namespaces of the sweep from the caches (0: skip)")
