@@ -262,7 +262,7 @@ func TestChartPodIsLockedDown(t *testing.T) {
 				{"capabilities", nested(c, "securityContext", "capabilities", "drop"), []any{"ALL"}},
 				{"liveness path", nested(c, "livenessProbe", "httpGet", "path"), "/healthz"},
 				{"readiness path", nested(c, "readinessProbe", "httpGet", "path"), "/readyz"},
-				{"memory limit", nested(c, "resources", "limits", "memory"), "256Mi"},
+				{"memory limit", nested(c, "resources", "limits", "memory"), "384Mi"},
 			}
 			for _, ck := range checks {
 				if yamlScalar(ck.got) != yamlScalar(ck.want) {

@@ -62,7 +62,17 @@ type Config struct {
 	GCParallel int
 	// MemLevels are the ConfigMap counts of the memory and scaling curve; MemBigBytes the
 	// data size of a "big" ConfigMap; CurveN ReplicaSets per level for the latency curve.
-	MemLevels   []int
+	MemLevels []int
+	// RSLevels are the ReplicaSet counts of serve's memory curve (realistic templates);
+	// RSRevisions revisions are added at the last level (0: none).
+	RSLevels    []int
+	RSRevisions int
+	// SweepNamespaces x SweepRS ReplicaSets x SweepRevisions revisions: the sweep from
+	// the caches (0 namespaces: skip).
+	SweepNamespaces, SweepRS, SweepRevisions int
+	// GoMemLimit, when set, is the service's GOMEMLIMIT (the chart sets it to the
+	// container's memory limit); empty: the Go runtime's default (none).
+	GoMemLimit  string
 	MemBigBytes int
 	CurveN      int
 	// QPS and Burst of the service's and the harness's clients (the service's defaults,
@@ -88,6 +98,7 @@ func DefaultConfig() Config {
 		N: 1000, Rate: 50, BurstN: 1000, BurstWorkers: 16, ArgoN: 300, ArgoK8sN: 150, FloorN: 1000, LegacyN: 30, ReplayN: 1000,
 		GCRevisions: 10000, GCReplicaSets: 2000, GCOrphans: 1000,
 		MemLevels: []int{100, 1000, 10000}, MemBigBytes: 64 << 10, CurveN: 100,
+		RSLevels: []int{1000, 10000, 50000}, RSRevisions: 100000, SweepNamespaces: 1000, SweepRS: 10, SweepRevisions: 20,
 		QPS: 1000, Burst: 2000, Settle: 60 * time.Second, ResultsDir: "bench/results"}
 }
 
@@ -97,6 +108,7 @@ func QuickConfig() Config {
 	c.N, c.BurstN, c.ArgoN, c.ArgoK8sN, c.FloorN, c.LegacyN, c.ReplayN = 200, 200, 100, 50, 200, 10, 200
 	c.GCRevisions, c.GCReplicaSets, c.GCOrphans = 1000, 200, 100
 	c.MemLevels, c.CurveN, c.Quick = []int{100, 1000}, 50, true
+	c.RSLevels, c.RSRevisions, c.SweepNamespaces = []int{1000, 5000}, 10000, 100
 	c.Settle = 30 * time.Second
 	return c
 }
@@ -218,6 +230,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	if len(cfg.MemLevels) > 0 {
 		step("memory and scaling curve", func() error { return e.memory(ctx, rep) })
+	}
+	if cfg.SweepNamespaces > 0 {
+		step("sweep from the caches", func() error { return e.sweepScale(ctx, rep) })
+	}
+	if len(cfg.RSLevels) > 0 {
+		step("memory with ReplicaSets cached", func() error { return e.rsMemory(ctx, rep) })
 	}
 	rep.Finished = time.Now().UTC()
 	rep.LoadEnd = loadAvg()

@@ -38,6 +38,7 @@ func TestSmoke(t *testing.T) {
 	cfg := bench.Config{Binary: bin, ControlPlane: c, Paths: []string{"watcher", "http"},
 		N: 5, Rate: 20, BurstN: 5, FloorN: 5, LegacyN: 1, ReplayN: 5,
 		GCRevisions: 20, GCReplicaSets: 5, GCOrphans: 3, MemLevels: []int{10}, CurveN: 3,
+		RSLevels: []int{10}, RSRevisions: 10, SweepNamespaces: 3, SweepRS: 2, SweepRevisions: 4,
 		Settle: 30 * time.Second, LogDir: t.TempDir(), ResultsDir: t.TempDir(), Logf: t.Logf}
 	rep, err := bench.Run(ctx, cfg)
 	if err != nil {
@@ -49,6 +50,12 @@ func TestSmoke(t *testing.T) {
 	}
 	if rep.Floor == nil || rep.Floor.RTT.N != 5 {
 		t.Errorf("floor: %+v", rep.Floor)
+	}
+	if s := rep.Sweep; s == nil || s.FirstDeleted != 3 || s.SteadyReqs["LIST"] != 0 || s.FirstRequests["LIST"] != 0 {
+		t.Errorf("sweep from the caches: %+v", rep.Sweep)
+	}
+	if len(rep.RSMemory) != 3 {
+		t.Errorf("ReplicaSet memory points: %d, want 3 (none, 10, 10 + revisions)", len(rep.RSMemory))
 	}
 	if len(rep.Paths) != 2 {
 		t.Fatalf("paths measured: %d, want 2", len(rep.Paths))

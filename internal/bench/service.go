@@ -48,6 +48,9 @@ func (e *env) startService(ctx context.Context, name string, extra ...string) (*
 		return nil, fmt.Errorf("service log: %w", err)
 	}
 	s.cmd = exec.Command(e.cfg.Binary, args...)
+	if e.cfg.GoMemLimit != "" {
+		s.cmd.Env = append(os.Environ(), "GOMEMLIMIT="+e.cfg.GoMemLimit) // as the chart sets it from the memory limit
+	}
 	s.cmd.Stdout, s.cmd.Stderr = log, log
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	s.startedAt = time.Now()

@@ -1,10 +1,12 @@
 // Package cache is an informer-backed core.Reader for long-running paths (the trigger
-// service, the watcher). ReplicaSets and Deployments come from typed shared informers,
-// Argo Rollouts from a dynamic informer started once the CRD exists, and ConfigMaps and
-// Secrets from metadata-only informers, so memory does not grow with their data. For
-// core.Reader.Users, lean informers of ControllerRevisions, StatefulSets, DaemonSets,
-// Jobs, CronJobs and Pods (see Lean) and a uses index on every one of them map a config
-// object to the objects that use it.
+// service, the watcher, the orphan sweep). ReplicaSets, Deployments and the other
+// workloads come from typed shared informers, Argo Rollouts from a dynamic informer
+// started once the CRD exists, and ConfigMaps and Secrets from metadata-only informers.
+// Every object is stored lean (see Lean): the metadata the core, the sweep and status
+// read and its pod template reduced to its references, and the initial lists are read
+// page by page (pagedLeanList), so memory follows the object count, not the templates.
+// A uses index on every workload informer maps a config object to the objects that use
+// it (core.Reader.Users); the sweep reads whole namespaces (gc.Store, sweep.go).
 //
 // A cache miss falls back to a live GET (a ReplicaSet announced by an event may be
 // newer than the cache), so the Reader is always correct and costs no request in the
@@ -28,8 +30,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
-	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
@@ -59,9 +62,8 @@ type Cache struct {
 	opts    Options
 	log     *slog.Logger
 
-	typed    informers.SharedInformerFactory
-	metadata metadatainformer.SharedInformerFactory
-	dynamic  dynamicinformer.DynamicSharedInformerFactory
+	typed   informers.SharedInformerFactory
+	dynamic dynamicinformer.DynamicSharedInformerFactory
 
 	rsLister  appslisters.ReplicaSetLister
 	depLister appslisters.DeploymentLister
@@ -75,6 +77,10 @@ type Cache struct {
 	synced   []toolscache.InformerSynced
 
 	rollouts     atomic.Pointer[toolscache.SharedIndexInformer]
+	rolloutMu    sync.Mutex      // serialises tryStartRollouts
+	runDone      <-chan struct{} // Run's ctx.Done(): the Rollout informer runs as long
+	absentMu     sync.Mutex
+	absentAt     time.Time // when the Argo Rollouts API was last confirmed absent
 	running      atomic.Bool
 	hasSyncedAll atomic.Bool
 
@@ -97,9 +103,14 @@ func New(clients *kube.Clients, opts Options) (*Cache, error) {
 		log = slog.Default()
 	}
 	c := &Cache{clients: clients, opts: opts, log: log.With("component", "cache")}
-	c.typed = informers.NewSharedInformerFactoryWithOptions(clients.Kube, opts.Resync,
-		informers.WithNamespace(opts.Namespace), informers.WithTransform(Lean))
-	c.metadata = metadatainformer.NewFilteredSharedInformerFactory(clients.Metadata, opts.Resync, opts.Namespace, nil)
+	// Every typed informer is a paged one (registerPagedInformers) whose list and watch
+	// deliver lean objects: the factory needs no transform.
+	c.typed = informers.NewSharedInformerFactoryWithOptions(clients.Kube, opts.Resync, informers.WithNamespace(opts.Namespace))
+	lc, err := listClient(clients)
+	if err != nil {
+		return nil, err
+	}
+	c.registerPagedInformers(lc)
 	c.dynamic = dynamicinformer.NewFilteredDynamicSharedInformerFactory(clients.Dynamic, opts.Resync, opts.Namespace, nil)
 
 	rs := c.typed.Apps().V1().ReplicaSets()
@@ -113,19 +124,36 @@ func New(clients *kube.Clients, opts Options) (*Cache, error) {
 		return nil, fmt.Errorf("cache: listed index: %w", err)
 	}
 
-	c.cmInf = c.metadata.ForResource(core.ConfigMapGVR).Informer()
-	if err := c.cmInf.SetTransform(StripManagedFields); err != nil {
-		return nil, fmt.Errorf("cache: ConfigMap transform: %w", err)
+	cm, err := c.newConfigInformer(core.ConfigMapGVR)
+	if err != nil {
+		return nil, err
 	}
+	c.cmInf = cm
 	c.synced = append(c.synced, c.cmInf.HasSynced)
 	if opts.Secrets {
-		c.secInf = c.metadata.ForResource(core.SecretGVR).Informer()
-		if err := c.secInf.SetTransform(StripManagedFields); err != nil {
-			return nil, fmt.Errorf("cache: Secret transform: %w", err)
+		if c.secInf, err = c.newConfigInformer(core.SecretGVR); err != nil {
+			return nil, err
 		}
 		c.synced = append(c.synced, c.secInf.HasSynced)
 	}
 	return c, nil
+}
+
+// listClient is the typed client the informers list and watch with: protobuf (cheaper
+// to decode than JSON, which matters for a start-up list of every workload) when
+// clients carries a rest.Config that does not choose a content type, else clients.Kube.
+func listClient(clients *kube.Clients) (kubernetes.Interface, error) {
+	if clients.Config == nil || clients.Config.ContentType != "" {
+		return clients.Kube, nil
+	}
+	pc := rest.CopyConfig(clients.Config)
+	pc.ContentType = "application/vnd.kubernetes.protobuf"
+	pc.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	kc, err := kubernetes.NewForConfig(pc)
+	if err != nil {
+		return nil, fmt.Errorf("cache: list client: %w", err)
+	}
+	return kc, nil
 }
 
 // StripManagedFields is the informers' transform: it drops metadata.managedFields,
@@ -145,10 +173,18 @@ func (c *Cache) Run(ctx context.Context) error {
 	if !c.running.CompareAndSwap(false, true) {
 		return errors.New("cache: Run called twice")
 	}
+	c.rolloutMu.Lock()
+	c.runDone = ctx.Done()
+	c.rolloutMu.Unlock()
 	c.typed.Start(ctx.Done())
-	c.metadata.Start(ctx.Done())
+	var wg sync.WaitGroup
+	for _, inf := range []toolscache.SharedIndexInformer{c.cmInf, c.secInf} {
+		if inf != nil {
+			wg.Go(func() { inf.RunWithContext(ctx) })
+		}
+	}
+	defer wg.Wait()
 	defer c.typed.Shutdown()
-	defer c.metadata.Shutdown()
 	defer c.dynamic.Shutdown()
 
 	t := time.NewTicker(c.opts.RolloutPoll)
@@ -165,29 +201,42 @@ func (c *Cache) Run(ctx context.Context) error {
 	}
 }
 
-func (c *Cache) tryStartRollouts(ctx context.Context) {
+// tryStartRollouts looks for the Argo Rollouts API (one discovery GET) and starts the
+// Rollout informer, for the life of Run, when it is served. It reports whether the look
+// got an answer (served or absent).
+func (c *Cache) tryStartRollouts(ctx context.Context) bool {
+	c.rolloutMu.Lock()
+	defer c.rolloutMu.Unlock()
+	if c.rollouts.Load() != nil {
+		return true
+	}
+	if c.runDone == nil {
+		return false // not running: nothing may be started
+	}
 	rl, err := c.clients.Kube.Discovery().ServerResourcesForGroupVersion(core.RolloutGroup + "/" + core.RolloutVersion)
 	if err != nil {
 		if !apierrors.IsNotFound(err) {
 			c.log.Debug("looking for the Argo Rollouts API", "err", err)
+			return false
 		}
-		return
+		return true
 	}
 	for _, r := range rl.APIResources {
 		if r.Name == core.RolloutResource {
 			inf := c.dynamic.ForResource(core.RolloutGVR).Informer()
-			if err := inf.SetTransform(StripManagedFields); err != nil {
+			if err := inf.SetTransform(Lean); err != nil {
 				c.log.Warn("Rollout informer transform", "err", err)
 			}
 			if err := inf.AddIndexers(toolscache.Indexers{UsesIndex: usesIndexFunc, WorkloadRefIndex: workloadRefIndexFunc, ListedIndex: listedIndexFunc}); err != nil {
 				c.log.Warn("Rollout informer indexes", "err", err)
 			}
-			c.dynamic.Start(ctx.Done())
+			c.dynamic.Start(c.runDone)
 			c.rollouts.Store(&inf)
 			c.log.Info("Argo Rollouts API found: caching Rollouts")
-			return
+			return true
 		}
 	}
+	return true
 }
 
 // HasSynced reports whether every started informer has completed its initial list

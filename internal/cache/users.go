@@ -3,11 +3,7 @@ package cache
 import (
 	"context"
 	"fmt"
-	"strings"
 
-	appsv1 "k8s.io/api/apps/v1"
-	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -125,64 +121,4 @@ func addAll(u *core.Users, idx toolscache.Indexer, index, key string) error {
 		u.Add(o)
 	}
 	return err
-}
-
-// Lean is the typed informers' transform: it drops managedFields from every object (the
-// ReplicaSets and Deployments keep the rest: other code reads them), and keeps of the
-// other kinds only what the uses index and core.Users.Owners read (name, UID,
-// ownerReferences, deletionTimestamp, this project's annotations, and the pod spec's
-// references, core.RefsOnly), since a cluster holds many of them.
-func Lean(obj any) (any, error) {
-	switch o := obj.(type) {
-	case *corev1.Pod:
-		return &corev1.Pod{ObjectMeta: leanMeta(o.ObjectMeta), Spec: core.RefsOnly(&o.Spec)}, nil
-	case *appsv1.StatefulSet:
-		return &appsv1.StatefulSet{ObjectMeta: leanMeta(o.ObjectMeta), Spec: appsv1.StatefulSetSpec{Template: leanTemplate(&o.Spec.Template)}}, nil
-	case *appsv1.DaemonSet:
-		return &appsv1.DaemonSet{ObjectMeta: leanMeta(o.ObjectMeta), Spec: appsv1.DaemonSetSpec{Template: leanTemplate(&o.Spec.Template)}}, nil
-	case *batchv1.Job:
-		return &batchv1.Job{ObjectMeta: leanMeta(o.ObjectMeta), Spec: batchv1.JobSpec{Template: leanTemplate(&o.Spec.Template)}}, nil
-	case *batchv1.CronJob:
-		return &batchv1.CronJob{ObjectMeta: leanMeta(o.ObjectMeta), Spec: batchv1.CronJobSpec{
-			JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: leanTemplate(&o.Spec.JobTemplate.Spec.Template)}}}}, nil
-	case *appsv1.ControllerRevision:
-		return leanRevision(o), nil
-	}
-	return StripManagedFields(obj)
-}
-
-func leanMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
-	return metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
-		DeletionTimestamp: m.DeletionTimestamp, OwnerReferences: m.OwnerReferences, Annotations: ownAnnotations(m.Annotations)}
-}
-
-func leanTemplate(t *corev1.PodTemplateSpec) corev1.PodTemplateSpec {
-	return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: ownAnnotations(t.Annotations)}, Spec: core.RefsOnly(&t.Spec)}
-}
-
-// leanRevision keeps a StatefulSet's or DaemonSet's ControllerRevision with data that
-// holds only the lean template; others keep no data (nothing reads it).
-func leanRevision(cr *appsv1.ControllerRevision) *appsv1.ControllerRevision {
-	out := &appsv1.ControllerRevision{ObjectMeta: leanMeta(cr.ObjectMeta), Revision: cr.Revision}
-	if t, err := core.RevisionTemplate(cr); err == nil && t != nil {
-		lean := leanTemplate(t)
-		if raw, err := core.EncodeRevisionTemplate(&lean); err == nil {
-			out.Data.Raw = raw
-		}
-	}
-	return out
-}
-
-// ownAnnotations keeps the annotations with this project's prefix.
-func ownAnnotations(ann map[string]string) map[string]string {
-	var out map[string]string
-	for k, v := range ann {
-		if strings.HasPrefix(k, core.Prefix) {
-			if out == nil {
-				out = map[string]string{}
-			}
-			out[k] = v
-		}
-	}
-	return out
 }

@@ -21,17 +21,19 @@
 // # Reading the cluster
 //
 // LiveSource lists each namespace from the apiserver at sweep time, every kind at once
-// (planning takes the slowest list, not the sum); revisions come
-// from metadata-only lists (k8s.io/client-go/metadata), so no ConfigMap or Secret data
-// is ever in memory. Sweeps are infrequent (DefaultInterval) and a delete decided on a
-// lagging informer cache could miss a ReplicaSet created moments ago, which neither
-// the double plan nor the preconditions would catch; so the sweep deliberately reads
-// live. A Source backed by synced informers can be plugged in through Config.Source.
+// (planning takes the slowest list, not the sum); revisions come from metadata-only
+// lists (k8s.io/client-go/metadata), so no ConfigMap or Secret data is ever in memory.
+// The one-shot commands use it. CachedSource plans from synced informer caches (a Store:
+// package cache's Cache) and sends no LIST in steady state; the service uses it. Either
+// way, the Executor reads each candidate live right before its delete and keeps it
+// unless it is the object planned and its owners are confirmed gone (docs/design.md,
+// "The sweep from the caches").
 //
 // # Use from the serve command
 //
 //	sw, err := gc.NewSweeper(gc.Config{Cluster: name, Client: kc, Attacher: attacher,
-//		Source:   gc.LiveSource{Client: kc, Dynamic: dc, Metadata: mc},
+//		Source:   gc.CachedSource{Store: caches, Live: gc.LiveSource{Client: kc, Dynamic: dc, Metadata: mc}},
+//		Metadata: mc, // the live confirm before each delete
 //		Recorder: recorder, Metrics: metrics, // gc.NewMetrics(prometheus.DefaultRegisterer)
 //		Options:  gc.Options{MinAge: minAge, Keep: keep}, Interval: interval,
 //		LeaderElection: &gc.LeaderElection{Namespace: podNamespace}})
@@ -86,7 +88,8 @@
 // # The residual race
 //
 // A real sweep plans twice and deletes only what both plans delete (Confirm); each
-// delete carries the UID and resourceVersion seen, so an object attached, relabelled,
+// candidate is read live right before its delete, and the delete carries the UID and
+// resourceVersion seen, so an object attached, relabelled,
 // annotated or replaced in between is not deleted (the apiserver answers 409 and the
 // sweep reports "changed meanwhile", to be retried next sweep). A brand-new workload
 // that references an old, unattached revision in the milliseconds between the second

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 )
@@ -69,8 +70,12 @@ func (r *Report) Count(o Outcome) int {
 type Executor struct {
 	// Cluster names the cluster in metrics, logs and reports.
 	Cluster string
-	// Client deletes (required unless every call is a dry run).
+	// Client deletes (required unless every call is a dry run), and confirms each
+	// candidate's owners live before its delete.
 	Client kubernetes.Interface
+	// Metadata, when set, confirms each candidate live before its delete with a
+	// metadata-only GET (else Client's GET, which transfers the data too).
+	Metadata metadata.Interface
 	// Attacher repairs referenced but unattached revisions; nil reports them only.
 	Attacher *core.Attacher
 	// AllowSecrets lets repairs attach Secrets (the Attacher must allow them too).
@@ -211,6 +216,11 @@ type repairTarget struct {
 }
 
 func (e *Executor) delete(ctx context.Context, log *slog.Logger, p *Plan, it Item) (Outcome, string) {
+	if o, why, ok := e.confirm(ctx, p.Namespace, it); !ok {
+		log.Info("revision not deleted: the live read before the delete disagrees with the plan", "kind", it.Kind, "name", it.Name, "outcome", o, "reason", why)
+		e.count(e.Metrics.skipped(e.Cluster, string(o)))
+		return o, why
+	}
 	uid, rv := it.UID, it.ResourceVersion
 	opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}}
 	if e.ServerDryRun {

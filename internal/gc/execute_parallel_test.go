@@ -58,6 +58,10 @@ type slowDeletes struct {
 // ServeHTTP answers DELETE .../configmaps/NAME like an apiserver would (the fake
 // clientset runs its reactors one at a time, so it cannot show concurrency).
 func (s *slowDeletes) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/configmaps/") {
+		s.serveGet(w, path.Base(r.URL.Path))
+		return
+	}
 	if r.Method != http.MethodDelete || !strings.Contains(r.URL.Path, "/configmaps/") {
 		http.Error(w, "unexpected "+r.Method+" "+r.URL.Path, http.StatusBadRequest)
 		return
@@ -99,6 +103,19 @@ func (s *slowDeletes) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(st)
+}
+
+// serveGet answers the Executor's live confirm before each delete with the object
+// deletePlan planned (cm-NNN: UID uid-cm-NNN, resourceVersion 100+NNN).
+func (s *slowDeletes) serveGet(w http.ResponseWriter, name string) {
+	var i int
+	if _, err := fmt.Sscanf(name, "cm-%d", &i); err != nil {
+		http.Error(w, "unexpected GET "+name, http.StatusBadRequest)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": name, "namespace": "ns", "uid": "uid-" + name, "resourceVersion": fmt.Sprint(100 + i)}})
 }
 
 // newSlowClient is a real client-go clientset talking to s over HTTP, with a QPS

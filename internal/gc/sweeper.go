@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
@@ -44,6 +45,9 @@ type Config struct {
 	Cluster string
 	// Client performs deletes (required).
 	Client kubernetes.Interface
+	// Metadata, when set, is the metadata client the live confirm before each delete
+	// uses (Executor.Metadata).
+	Metadata metadata.Interface
 	// Source reads namespaces (required; LiveSource, or an informer-backed Source).
 	Source Source
 	// Attacher repairs referenced but unattached revisions; nil: report only.
@@ -126,7 +130,7 @@ func NewSweeper(cfg Config) (*Sweeper, error) {
 	}
 	log = log.With("component", "gc")
 	return &Sweeper{cfg: cfg, log: log, pending: map[string]bool{}, wake: make(chan struct{}, 1),
-		exec: &Executor{Cluster: cfg.Cluster, Client: cfg.Client, Attacher: cfg.Attacher, AllowSecrets: cfg.AllowSecrets,
+		exec: &Executor{Cluster: cfg.Cluster, Client: cfg.Client, Metadata: cfg.Metadata, Attacher: cfg.Attacher, AllowSecrets: cfg.AllowSecrets,
 			Recorder: cfg.Recorder, Metrics: cfg.Metrics, Logger: log, ServerDryRun: cfg.ServerDryRun, Parallel: cfg.Parallel}}, nil
 }
 

@@ -98,6 +98,7 @@ func NewClients(cfg *rest.Config) (*Clients, error) {
 type RequestCounter struct {
 	mu     sync.Mutex
 	byVerb map[string]int
+	lists  int
 	total  atomic.Int64
 }
 
@@ -119,6 +120,9 @@ func (c *RequestCounter) Wrap(cfg *rest.Config) *rest.Config {
 				c.byVerb = map[string]int{}
 			}
 			c.byVerb[verb]++
+			if verb == http.MethodGet && isCollection(req.URL.Path) {
+				c.lists++
+			}
 			c.mu.Unlock()
 			c.total.Add(1)
 			return rt.RoundTrip(req)
@@ -134,6 +138,32 @@ func (c *RequestCounter) Count(verb string) int {
 	return c.byVerb[verb]
 }
 
+// Lists returns how many of the GETs read a collection (a LIST, not a GET of one
+// object or a discovery read).
+func (c *RequestCounter) Lists() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lists
+}
+
+// isCollection reports whether an API path names a collection: /api/v1/R,
+// /api/v1/namespaces/NS/R, /apis/G/V/R or /apis/G/V/namespaces/NS/R.
+func isCollection(path string) bool {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	switch {
+	case len(parts) >= 2 && parts[0] == "api":
+		parts = parts[2:]
+	case len(parts) >= 3 && parts[0] == "apis":
+		parts = parts[3:]
+	default:
+		return false
+	}
+	if len(parts) >= 3 && parts[0] == "namespaces" {
+		return len(parts) == 3
+	}
+	return len(parts) == 1
+}
+
 // Writes returns the number of POST, PUT, PATCH and DELETE requests.
 func (c *RequestCounter) Writes() int {
 	c.mu.Lock()
@@ -145,6 +175,7 @@ func (c *RequestCounter) Writes() int {
 func (c *RequestCounter) Reset() {
 	c.mu.Lock()
 	c.byVerb = nil
+	c.lists = 0
 	c.mu.Unlock()
 	c.total.Store(0)
 }

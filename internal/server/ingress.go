@@ -254,8 +254,13 @@ func (s *Server) sweeper(c *cluster.Cluster, log *slog.Logger) (*gc.Sweeper, fun
 	o, metrics, leaseClient := *s.opts.Ingress.GC, s.gc.metrics, s.gc.leaseClient
 	recorder, stopRecorder := kube.NewBroadcastRecorder(c.Clients.Kube)
 	cl := c.Clients
-	cfg := gc.Config{Cluster: c.Name(), Client: cl.Kube, Attacher: c.Attacher, AllowSecrets: s.opts.AllowSecrets,
-		Source:   gc.LiveSource{Client: cl.Kube, Dynamic: cl.Dynamic, Metadata: cl.Metadata, IncludeSecrets: s.opts.AllowSecrets},
+	stores := make(gc.Stores, len(c.Caches))
+	for i, ch := range c.Caches {
+		stores[i] = ch
+	}
+	live := gc.LiveSource{Client: cl.Kube, Dynamic: cl.Dynamic, Metadata: cl.Metadata, IncludeSecrets: s.opts.AllowSecrets}
+	cfg := gc.Config{Cluster: c.Name(), Client: cl.Kube, Metadata: cl.Metadata, Attacher: c.Attacher, AllowSecrets: s.opts.AllowSecrets,
+		Source:   gc.CachedSource{Store: stores, Live: live},
 		Recorder: recorder, Metrics: metrics, Logger: log, Options: o.Options, Interval: o.Interval, DryRun: o.DryRun,
 		ServerDryRun: o.ServerDryRun}
 	switch {

@@ -31,6 +31,7 @@ func run() error {
 	}
 	paths := strings.Join(cfg.Paths, ",")
 	levels := joinInts(cfg.MemLevels)
+	rsLevels := joinInts(cfg.RSLevels)
 	qps := float64(cfg.QPS)
 	flag.StringVar(&cfg.Binary, "binary", "bin/configmap-attacher", "configmap-attacher binary (the service and the old one-shot Job)")
 	flag.StringVar(&paths, "paths", paths, "ingress paths: watcher, eventbus, http, argo-grpc, argo-k8s (empty: none)")
@@ -56,6 +57,12 @@ func run() error {
 	flag.DurationVar(&cfg.Settle, "settle", cfg.Settle, "wait this long without progress before counting an ownerReference lost")
 	flag.StringVar(&cfg.ResultsDir, "results", cfg.ResultsDir, "directory for the JSON report")
 	flag.StringVar(&cfg.LogDir, "log-dir", cfg.LogDir, "directory for the service's and Argo Events' logs (default: temporary)")
+	flag.StringVar(&cfg.GoMemLimit, "gomemlimit", cfg.GoMemLimit, "GOMEMLIMIT of the measured service, as the chart sets it (e.g. 200MiB; empty: none)")
+	flag.StringVar(&rsLevels, "rs-levels", rsLevels, "ReplicaSet counts of serve's memory curve (empty: skip)")
+	flag.IntVar(&cfg.RSRevisions, "rs-revisions", cfg.RSRevisions, "revisions added at the last -rs-levels level")
+	flag.IntVar(&cfg.SweepNamespaces, "sweep-namespaces", cfg.SweepNamespaces, "namespaces of the sweep from the caches (0: skip)")
+	flag.IntVar(&cfg.SweepRS, "sweep-rs", cfg.SweepRS, "ReplicaSets per namespace of the sweep")
+	flag.IntVar(&cfg.SweepRevisions, "sweep-revisions", cfg.SweepRevisions, "revisions per namespace of the sweep (one is an orphan)")
 	flag.Parse()
 	cfg.Paths = nil
 	for _, p := range strings.Split(paths, ",") {
@@ -69,6 +76,9 @@ func run() error {
 	var err error
 	if cfg.MemLevels, err = parseInts(levels); err != nil {
 		return fmt.Errorf("-mem-levels: %w", err)
+	}
+	if cfg.RSLevels, err = parseInts(rsLevels); err != nil {
+		return fmt.Errorf("-rs-levels: %w", err)
 	}
 	cfg.QPS, cfg.Burst = float32(qps), int(2*qps)
 	start := time.Now()

@@ -1,0 +1,198 @@
+package cache
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	toolscache "k8s.io/client-go/tools/cache"
+)
+
+// pageSize is how many objects one page of an informer's initial list holds: at most
+// this many full objects are decoded at once (docs/design.md, "The cache representation").
+const pageSize = 500
+
+// pagedLeanList returns a list function that reads the whole collection in pages of
+// pageSize, reducing each page with transform before the next is read, so that a
+// start-up (or relist) never holds more than one page of full objects: the reflector's
+// own list would decode the whole collection before the informer's transform runs. The
+// pages are a consistent read (resourceVersion ""), which satisfies every
+// resourceVersion the reflector may ask for; the result is a leanList at the list's
+// resourceVersion, holding the reduced objects themselves (no copy).
+func pagedLeanList(list toolscache.ListWithContextFunc, transform toolscache.TransformFunc) toolscache.ListWithContextFunc {
+	return func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		opts.ResourceVersion, opts.ResourceVersionMatch, opts.Limit, opts.Continue = "", "", pageSize, ""
+		out := &leanList{}
+		for {
+			page, err := list(ctx, opts)
+			if err != nil {
+				return nil, err
+			}
+			objs, err := meta.ExtractList(page)
+			if err != nil {
+				return nil, fmt.Errorf("cache: reading a list page: %w", err)
+			}
+			for _, o := range objs {
+				lean, err := transform(o)
+				if err != nil {
+					return nil, err
+				}
+				out.Items = append(out.Items, lean.(runtime.Object))
+			}
+			lm, err := meta.ListAccessor(page)
+			if err != nil {
+				return nil, err
+			}
+			if out.ResourceVersion == "" {
+				out.ResourceVersion = lm.GetResourceVersion()
+			}
+			if opts.Continue = lm.GetContinue(); opts.Continue == "" {
+				return out, nil
+			}
+		}
+	}
+}
+
+// leanList is what pagedLeanList returns: the reflector reads its ListMeta and Items.
+type leanList struct {
+	metav1.TypeMeta
+	metav1.ListMeta
+	Items []runtime.Object
+}
+
+// DeepCopyObject implements runtime.Object.
+func (l *leanList) DeepCopyObject() runtime.Object {
+	out := &leanList{TypeMeta: l.TypeMeta, ListMeta: *l.ListMeta.DeepCopy(), Items: make([]runtime.Object, len(l.Items))}
+	for i, o := range l.Items {
+		out.Items[i] = o.DeepCopyObject()
+	}
+	return out
+}
+
+// leanWatch reduces every object a watch delivers with transform, so the informer
+// receives lean objects from its list and its watch alike (and needs no transform of
+// its own: each object is reduced once).
+func leanWatch(w toolscache.WatchFuncWithContext, transform toolscache.TransformFunc) toolscache.WatchFuncWithContext {
+	return func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+		wi, err := w(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		return watch.Filter(wi, func(e watch.Event) (watch.Event, bool) {
+			if e.Type == watch.Bookmark || e.Type == watch.Error {
+				return e, true
+			}
+			if lean, err := transform(e.Object); err == nil {
+				if o, ok := lean.(runtime.Object); ok {
+					e.Object = o
+				}
+			}
+			return e, true
+		}), nil
+	}
+}
+
+// listWatch is one kind's list and watch in the cache's namespace.
+type listWatch struct {
+	obj   runtime.Object
+	list  toolscache.ListWithContextFunc
+	watch toolscache.WatchFuncWithContext
+}
+
+func typedListWatches(kc kubernetes.Interface, ns string) []listWatch {
+	apps, batch, corev := kc.AppsV1(), kc.BatchV1(), kc.CoreV1()
+	return []listWatch{
+		{&appsv1.ReplicaSet{},
+			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return apps.ReplicaSets(ns).List(ctx, o)
+			},
+			func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return apps.ReplicaSets(ns).Watch(ctx, o)
+			}},
+		{&appsv1.Deployment{},
+			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return apps.Deployments(ns).List(ctx, o)
+			},
+			func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return apps.Deployments(ns).Watch(ctx, o)
+			}},
+		{&appsv1.ControllerRevision{},
+			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return apps.ControllerRevisions(ns).List(ctx, o)
+			},
+			func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return apps.ControllerRevisions(ns).Watch(ctx, o)
+			}},
+		{&appsv1.StatefulSet{},
+			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return apps.StatefulSets(ns).List(ctx, o)
+			},
+			func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return apps.StatefulSets(ns).Watch(ctx, o)
+			}},
+		{&appsv1.DaemonSet{},
+			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return apps.DaemonSets(ns).List(ctx, o)
+			},
+			func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return apps.DaemonSets(ns).Watch(ctx, o)
+			}},
+		{&batchv1.Job{},
+			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return batch.Jobs(ns).List(ctx, o)
+			},
+			func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return batch.Jobs(ns).Watch(ctx, o)
+			}},
+		{&batchv1.CronJob{},
+			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return batch.CronJobs(ns).List(ctx, o)
+			},
+			func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return batch.CronJobs(ns).Watch(ctx, o)
+			}},
+		{&corev1.Pod{},
+			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return corev.Pods(ns).List(ctx, o)
+			},
+			func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return corev.Pods(ns).Watch(ctx, o)
+			}},
+	}
+}
+
+// registerPagedInformers makes the typed factory build its workload informers on
+// pagedLeanList; it must run before any of them is asked for.
+func (c *Cache) registerPagedInformers(kc kubernetes.Interface) {
+	for _, lw := range typedListWatches(kc, c.opts.Namespace) {
+		c.typed.InformerFor(lw.obj, func(_ kubernetes.Interface, resync time.Duration) toolscache.SharedIndexInformer {
+			return newPagedInformer(lw, Lean, resync)
+		})
+	}
+}
+
+func newPagedInformer(lw listWatch, transform toolscache.TransformFunc, resync time.Duration) toolscache.SharedIndexInformer {
+	return toolscache.NewSharedIndexInformer(&toolscache.ListWatch{ListWithContextFunc: pagedLeanList(lw.list, transform),
+		WatchFuncWithContext: leanWatch(lw.watch, transform)}, lw.obj, resync,
+		toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
+}
+
+// newConfigInformer is the metadata-only informer of ConfigMaps or Secrets, on
+// pagedLeanList with leanConfigMeta (set as its transform too).
+func (c *Cache) newConfigInformer(gvr schema.GroupVersionResource) (toolscache.SharedIndexInformer, error) {
+	rc := c.clients.Metadata.Resource(gvr).Namespace(c.opts.Namespace)
+	inf := newPagedInformer(listWatch{obj: &metav1.PartialObjectMetadata{},
+		list:  func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return rc.List(ctx, o) },
+		watch: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return rc.Watch(ctx, o) },
+	}, leanConfigMeta, c.opts.Resync)
+	return inf, nil
+}

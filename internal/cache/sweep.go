@@ -1,0 +1,109 @@
+package cache
+
+import (
+	"context"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/configmap-attacher/configmap-attacher/internal/core"
+)
+
+// The orphan sweep's view of the cache (gc.Store, docs/design.md, "The sweep from the
+// caches"): every object of a namespace from the informers' namespace index, so a sweep
+// in steady state sends no request at all.
+
+// absentCheckEvery bounds how often Workloads re-confirms, with one discovery GET, that
+// the Argo Rollouts API is still absent.
+const absentCheckEvery = 10 * time.Second
+
+// Covers reports whether the informers hold every object of namespace.
+func (c *Cache) Covers(namespace string) bool { return c.inScope(namespace) }
+
+// Workloads returns the cached objects with a pod template or pod spec in namespace
+// (ControllerRevisions excepted: the sweep does not read them), and whether Rollouts are
+// known completely: their informer has synced, or the Argo Rollouts API was confirmed
+// absent within absentCheckEvery (checked now if not).
+func (c *Cache) Workloads(ctx context.Context, namespace string) ([]any, bool) {
+	var out []any
+	for _, inf := range append([]toolscache.SharedIndexInformer{c.rsInf, c.depInf}, c.userInfs...) {
+		objs, _ := inf.GetIndexer().ByIndex(toolscache.NamespaceIndex, namespace)
+		out = append(out, objs...)
+	}
+	inf := c.rollouts.Load()
+	if inf == nil {
+		if !c.rolloutsAbsent(ctx) {
+			return out, false
+		}
+		return out, true
+	}
+	if !(*inf).HasSynced() {
+		return out, false
+	}
+	objs, _ := (*inf).GetIndexer().ByIndex(toolscache.NamespaceIndex, namespace)
+	return append(out, objs...), true
+}
+
+// rolloutsAbsent reports whether the Argo Rollouts API was confirmed absent lately; it
+// looks again (starting the informer if the API appeared) when the last look is older
+// than absentCheckEvery.
+func (c *Cache) rolloutsAbsent(ctx context.Context) bool {
+	c.absentMu.Lock()
+	defer c.absentMu.Unlock()
+	if time.Since(c.absentAt) < absentCheckEvery {
+		return true
+	}
+	if !c.tryStartRollouts(ctx) {
+		return false // the look failed: unknown
+	}
+	if c.rollouts.Load() != nil {
+		return false // found now: not synced yet
+	}
+	c.absentAt = time.Now()
+	return true
+}
+
+// Revisions returns the cached metadata of the ConfigMaps or Secrets of namespace;
+// false when that kind is not cached.
+func (c *Cache) Revisions(kind core.Kind, namespace string) ([]*metav1.PartialObjectMetadata, bool) {
+	inf := c.configInformer(kind)
+	if inf == nil {
+		return nil, false
+	}
+	objs, _ := inf.GetIndexer().ByIndex(toolscache.NamespaceIndex, namespace)
+	out := make([]*metav1.PartialObjectMetadata, 0, len(objs))
+	for _, o := range objs {
+		if m, ok := o.(*metav1.PartialObjectMetadata); ok {
+			out = append(out, m)
+		}
+	}
+	return out, true
+}
+
+// RevisionNamespaces returns the namespaces holding a cached object of kind with the
+// opt-in label; false when that kind is not cached.
+func (c *Cache) RevisionNamespaces(kind core.Kind) ([]string, bool) {
+	inf := c.configInformer(kind)
+	if inf == nil {
+		return nil, false
+	}
+	seen := map[string]bool{}
+	for _, o := range inf.GetStore().List() {
+		if m, ok := o.(*metav1.PartialObjectMetadata); ok && !seen[m.Namespace] && m.Labels[core.LabelRevision] == "true" {
+			seen[m.Namespace] = true
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for ns := range seen {
+		out = append(out, ns)
+	}
+	return out, true
+}
+
+func (c *Cache) configInformer(kind core.Kind) toolscache.SharedIndexInformer {
+	if kind == core.KindSecret {
+		return c.secInf
+	}
+	return c.cmInf
+}
