@@ -262,6 +262,9 @@ func (o *AttachOptions) Run(ctx context.Context, s *Streams) error {
 		return err
 	}
 	res, attachErr := att.Attach(ctx, core.Event{Namespace: ns, Name: rs.Name, UID: rs.UID, Options: opts})
+	if o.DryRun == DryRunServer {
+		serverDryRunOutcomes(&res)
+	}
 	if err := printResult(s.Out, o.Output, AttachOutput{Result: &res, DryRun: o.DryRun, Note: note}); err != nil {
 		return err
 	}
@@ -321,6 +324,17 @@ func listedMissing(res *core.Result) error {
 	return notFoundError{strings.Join(missing, ", ") + " not found (named on the command line)"}
 }
 
+// serverDryRunOutcomes names what a server dry run did in the words of a client one:
+// the apiserver accepted the write and stored nothing, so "attached" is "would-attach",
+// as every dry run says (kubectl: "configured (server dry run)").
+func serverDryRunOutcomes(res *core.Result) {
+	for i := range res.Objects {
+		if res.Objects[i].Outcome == core.OutcomeAttached {
+			res.Objects[i].Outcome = core.OutcomeWouldAttach
+		}
+	}
+}
+
 // progressEvery is how often a waiting attach says on stderr what it still waits for.
 var progressEvery = 5 * time.Second
 
@@ -343,8 +357,8 @@ func (o *AttachOptions) waitForOwner(ctx context.Context, log *slog.Logger, s *S
 	start := time.Now()
 	w := core.ListedOwnerWait{Client: clients.Kube, Dynamic: clients.Dynamic, Metadata: clients.Metadata, Interval: o.Interval,
 		ProgressEvery: progressEvery, Progress: func(missing string) {
-			fmt.Fprintf(s.Err, "waiting for %s %s/%s (%s of %s): %s\n", kind, ns, name,
-				time.Since(start).Round(time.Second), o.Timeout, missing)
+			fmt.Fprintf(s.Err, "waiting for %s %s/%s (%s of %s): %s%s\n", kind, ns, name,
+				time.Since(start).Round(time.Second), o.Timeout, missing, nameHints(ctx, clients, kind, ns, name, listed))
 		}}
 	return w.ReplicaSetFor(ctx, kind, ns, name, listed)
 }

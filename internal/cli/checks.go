@@ -6,8 +6,12 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/configmap-attacher/configmap-attacher/internal/core"
+	"github.com/configmap-attacher/configmap-attacher/internal/kube"
+	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -76,4 +80,56 @@ func editDistance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
+}
+
+// nameHints is what a waiting attach adds to its progress line when a name it waits for
+// does not exist but a close one does: "; did you mean ...?" for the workload and for each
+// name listed on the command line. Whoever may not list them gets no hint.
+func nameHints(ctx context.Context, c *kube.Clients, kind, ns, name string, listed []core.Ref) string {
+	var hints []string
+	if gvr, ok := workloadGVR(kind); ok {
+		if h := hintFor(ctx, c, gvr, ns, name); h != "" {
+			hints = append(hints, fmt.Sprintf("%s %q", kind, h))
+		}
+	}
+	for _, r := range listed {
+		if h := hintFor(ctx, c, r.Kind.GVR(), ns, r.Name); h != "" {
+			hints = append(hints, fmt.Sprintf("%s %q", r.Kind, h))
+		}
+	}
+	if len(hints) == 0 {
+		return ""
+	}
+	return "; did you mean " + strings.Join(hints, ", ") + "?"
+}
+
+// hintFor suggests the closest existing name of resource gvr in ns when name itself does
+// not exist (metadata only), or "".
+func hintFor(ctx context.Context, c *kube.Clients, gvr schema.GroupVersionResource, ns, name string) string {
+	res := c.Metadata.Resource(gvr).Namespace(ns)
+	if _, err := res.Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		return ""
+	}
+	list, err := res.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return ""
+	}
+	names := make([]string, 0, len(list.Items))
+	for _, it := range list.Items {
+		names = append(names, it.Name)
+	}
+	return suggest(name, names)
+}
+
+// workloadGVR is the resource of a workload kind attach waits for.
+func workloadGVR(kind string) (schema.GroupVersionResource, bool) {
+	switch kind {
+	case "Rollout":
+		return core.RolloutGVR, true
+	case "Deployment":
+		return appsv1.SchemeGroupVersion.WithResource("deployments"), true
+	case "ReplicaSet":
+		return appsv1.SchemeGroupVersion.WithResource("replicasets"), true
+	}
+	return schema.GroupVersionResource{}, false
 }

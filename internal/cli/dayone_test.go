@@ -117,7 +117,7 @@ func TestFirstHourFailsFastAndTellsTheTruth(t *testing.T) {
 			wantCode: 1, wantErr: []string{`namespace "` + typo + `" not found`}, errLines: 1, emptyOut: true},
 		{name: "a wait says on stderr what is still missing",
 			args:     []string{"attach", "--kubeconfig", kcfg, "-n", ns, "--replicaset", "web-2", "--timeout", "2s"},
-			wantCode: 1, wantErr: []string{"waiting for ReplicaSet " + ns + "/web-2 (", `"web-2" not found`, "timed out"}},
+			wantCode: 1, wantErr: []string{"waiting for ReplicaSet " + ns + "/web-2 (", `"web-2" not found`, `did you mean ReplicaSet "web-1"?`, "timed out"}},
 		{name: "the old form says what it still waits for",
 			args: []string{"-rollout", "nope", "-namespace", ns, "-configmaps", "web-config", "-timeout", "2s"}, env: legacyEnv,
 			wantCode: 1, wantErr: []string{"waiting for Rollout " + ns + "/nope (", "timed out"}},
@@ -207,7 +207,7 @@ func TestFirstHourOneVocabulary(t *testing.T) {
 
 	runTable(t, []dayOneCase{
 		{name: "attach --dry-run=server is the apiserver's dry run", args: attach("--dry-run=server"),
-			wantCode: 0, wantOut: []string{"web-config", "attached", "(dry run: server, nothing stored)"}, emptyErr: true},
+			wantCode: 0, wantOut: []string{"web-config", "would-attach", "(dry run: server, nothing stored)"}, emptyErr: true},
 		{name: "attach --dry-run is client", args: attach("--dry-run"),
 			wantCode: 0, wantOut: []string{"would-attach", "(dry run: client, nothing stored)"}},
 		{name: "attach --dry-run with a bad value", args: attach("--dry-run=maybe"),
@@ -244,6 +244,8 @@ func TestFirstHourOneVocabulary(t *testing.T) {
 		{name: "attach works in one cluster", args: attach("--cluster", "a", "--cluster", "b"),
 			wantCode: 2, wantErr: []string{"--cluster: attach works in one cluster"}, errLines: 1},
 		{name: "version", args: []string{"version"}, wantCode: 0, wantOut: []string{"configmap-attacher " + cli.Version}, emptyErr: true},
+		{name: "--version says what version says", args: []string{"--version"}, wantCode: 0,
+			wantOut: []string{"configmap-attacher " + cli.Version + " (go"}, emptyErr: true},
 		{name: "version -o json", args: []string{"version", "-o", "json"}, wantCode: 0, wantOut: []string{`"version": "` + cli.Version + `"`}},
 		{name: "a flag typo gets a suggestion", args: []string{"attach", "--namspace", ns},
 			wantCode: 2, wantErr: []string{"unknown flag: --namspace (did you mean --namespace?)"}, errLines: 1},

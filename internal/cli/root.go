@@ -116,6 +116,7 @@ The legacy one-shot Job form still works:
 		DisableSuggestions:         true,
 		SuggestionsMinimumDistance: 2,
 	}
+	root.SetVersionTemplate(versionLine() + "\n")
 	root.SetIn(s.In)
 	root.SetOut(s.Out)
 	root.SetErr(s.Err)

@@ -35,10 +35,15 @@ func newVersionCommand(s *Streams) *cobra.Command {
 			if ok, err := writeStructured(s.Out, o.Output, v); ok {
 				return err
 			}
-			_, err := fmt.Fprintf(s.Out, "configmap-attacher %s (%s, %s)\n", v.Version, v.GoVersion, v.Platform)
+			_, err := fmt.Fprintln(s.Out, versionLine())
 			return err
 		},
 	}
 	addOutputFlag(cmd.Flags(), &o.Output, OutputText, OutputJSON, OutputYAML)
 	return cmd
+}
+
+// versionLine is the text both `version` and `--version` print.
+func versionLine() string {
+	return fmt.Sprintf("configmap-attacher %s (%s, %s/%s)", Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }

@@ -132,9 +132,10 @@ Try it from another terminal ({self} and the Argo Rollouts plugin {plugin} are b
   {self} status -n try-1             # again: the ConfigMap of the deleted ReplicaSet is gone, nothing used is missing
   {self} gc -n try-1                 # the orphan sweep's plan (a dry run: it deletes nothing), with the reason per revision
   {self} attach --rollout web -n try-1 --dry-run   # a one-shot attach: already-attached (the service was first)
+  rs=$({self} attach --rollout web -n try-1 --dry-run | sed -n 's|.*ReplicaSet try-1/\([^:]*\):.*|\1|p')   # its current ReplicaSet
   curl -s -X POST http://{http}/ -H 'Content-Type: application/json' \
-    -d '{"apiVersion":"apps/v1","kind":"ReplicaSet","metadata":{"namespace":"try-1","name":"RS"}}'; echo
-                                     # RS: a ReplicaSet name from status; the answer says what was done
+    -d '{"apiVersion":"apps/v1","kind":"ReplicaSet","metadata":{"namespace":"try-1","name":"'"$rs"'"}}'; echo
+                                     # the HTTP receiver: the answer says what was done (already-attached)
   curl -s http://{http}/metrics | grep '^configmap_attacher_events_total'
 
 A canary of your own, and the old Job's exact form (a ConfigMap without the opt-in label;
