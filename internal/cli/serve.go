@@ -69,7 +69,7 @@ type ServeOptions struct {
 // DefaultServeOptions returns serve's defaults.
 func DefaultServeOptions() ServeOptions {
 	return ServeOptions{GRPCAddr: server.DefaultGRPCAddr, HTTPAddr: server.DefaultHTTPAddr,
-		ClusterName: dispatch.DefaultClusterName, MaxInFlight: dispatch.DefaultMaxInFlight,
+		ClusterName: dispatch.DefaultClusterName, MaxInFlight: dispatch.DefaultMaxInFlight, GCDryRun: DryRunNone,
 		ExecuteTimeout: dispatch.DefaultExecuteTimeout, ShutdownTimeout: 30 * time.Second,
 		MaxBodyBytes: event.MaxPayloadBytes, LogLevel: "info", LogFormat: "text",
 		ClusterProbeInterval: cluster.DefaultProbeInterval,
@@ -117,7 +117,7 @@ func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.GCInterval, "gc-interval", o.GCInterval, "run the orphan sweep of every served cluster this often (0: off; e.g. 10m)")
 	fs.DurationVar(&o.GCMinAge, "gc-min-age", o.GCMinAge, "grace period: never collect a revision younger than this")
 	fs.IntVar(&o.GCKeep, "gc-keep", o.GCKeep, "keep the newest N unreferenced revisions of each family")
-	fs.StringVar(&o.GCDryRun, "gc-dry-run", o.GCDryRun, `the sweep's dry run: "none" (default) deletes, "client" logs what would go, "server" sends the deletes with dryRun=All; true and false are client and none`)
+	fs.StringVar(&o.GCDryRun, "gc-dry-run", o.GCDryRun, `the sweep's dry run: "none" deletes, "client" logs what would go, "server" sends the deletes with dryRun=All; true and false are client and none`)
 	fs.Lookup("gc-dry-run").NoOptDefVal = DryRunClient
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "elect one sweeper among the replicas, per cluster, on a Lease in the default cluster (use with replicas > 1)")
 	fs.StringVar(&o.LeaseNamespace, "leader-elect-namespace", o.LeaseNamespace, "namespace of the leader-election Leases (default: the pod's namespace)")
