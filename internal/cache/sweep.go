@@ -24,11 +24,15 @@ func (c *Cache) Covers(namespace string) bool { return c.inScope(namespace) }
 // Workloads returns the cached objects with a pod template or pod spec in namespace
 // (ControllerRevisions excepted: the sweep does not read them), and whether Rollouts are
 // known completely: their informer has synced, or the Argo Rollouts API was confirmed
-// absent within absentCheckEvery (checked now if not).
+// absent within absentCheckEvery (checked now if not). An informer whose namespace index
+// fails makes the answer incomplete (false) too.
 func (c *Cache) Workloads(ctx context.Context, namespace string) ([]any, bool) {
 	var out []any
 	for _, inf := range append([]toolscache.SharedIndexInformer{c.rsInf, c.depInf}, c.userInfs...) {
-		objs, _ := inf.GetIndexer().ByIndex(toolscache.NamespaceIndex, namespace)
+		objs, err := inf.GetIndexer().ByIndex(toolscache.NamespaceIndex, namespace)
+		if err != nil {
+			return out, false // an index that cannot answer is not an empty namespace
+		}
 		out = append(out, objs...)
 	}
 	inf := c.rollouts.Load()
@@ -41,7 +45,10 @@ func (c *Cache) Workloads(ctx context.Context, namespace string) ([]any, bool) {
 	if !(*inf).HasSynced() {
 		return out, false
 	}
-	objs, _ := (*inf).GetIndexer().ByIndex(toolscache.NamespaceIndex, namespace)
+	objs, err := (*inf).GetIndexer().ByIndex(toolscache.NamespaceIndex, namespace)
+	if err != nil {
+		return out, false
+	}
 	return append(out, objs...), true
 }
 
@@ -71,7 +78,10 @@ func (c *Cache) Revisions(kind core.Kind, namespace string) ([]*metav1.PartialOb
 	if inf == nil {
 		return nil, false
 	}
-	objs, _ := inf.GetIndexer().ByIndex(toolscache.NamespaceIndex, namespace)
+	objs, err := inf.GetIndexer().ByIndex(toolscache.NamespaceIndex, namespace)
+	if err != nil {
+		return nil, false // the sweep reads this kind live instead
+	}
 	out := make([]*metav1.PartialObjectMetadata, 0, len(objs))
 	for _, o := range objs {
 		if m, ok := o.(*metav1.PartialObjectMetadata); ok {

@@ -41,8 +41,10 @@ func (r *recentWrites) fresher(key string, m *metav1.PartialObjectMetadata) *met
 }
 
 // wrote records a write of key decided on resourceVersion from that left after.
+// A write whose answer keeps the version it was decided on stored nothing (a server
+// dry run, dryRun=All) or changed nothing: it is not remembered.
 func (r *recentWrites) wrote(key, from string, after *metav1.PartialObjectMetadata) {
-	if after == nil {
+	if after == nil || after.ResourceVersion == from {
 		return
 	}
 	r.mu.Lock()

@@ -46,3 +46,15 @@ func TestRecentWritesReplaceOnlyTheVersionAWriteWasDecidedOn(t *testing.T) {
 		assert.Same(t, m, r.fresher("ConfigMap/ns/a", m))
 	})
 }
+
+// A server dry-run PATCH (dryRun=All) answers with the owners added but the
+// resourceVersion unchanged: nothing was stored. Remembering it would make the live,
+// unchanged object look attached ("already attached": the real attach skipped).
+func TestRecentWritesForgetAWriteThatLeftTheVersion(t *testing.T) {
+	var r recentWrites
+	live := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{UID: "u1", ResourceVersion: "10"}}
+	dry := live.DeepCopy()
+	dry.OwnerReferences = []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "web-1", UID: "rs-1"}}
+	r.wrote("ConfigMap/ns/a", "10", dry)
+	assert.Same(t, live, r.fresher("ConfigMap/ns/a", live), "a write that stored nothing must not stand in for the live object")
+}
