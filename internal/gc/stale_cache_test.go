@@ -8,6 +8,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
 	metafake "k8s.io/client-go/metadata/fake"
 
@@ -55,7 +58,7 @@ func TestCachedSweepStaleCacheDeletesRevisionALivePodUses(t *testing.T) {
 	cm := &corev1.ConfigMap{ObjectMeta: rev.ObjectMeta}
 	kc := fake.NewClientset(pod, cm)
 	sw, err := NewSweeper(Config{Client: kc, Metadata: mc, Logger: quiet(),
-		Source:  CachedSource{Store: staleStore{revs: []*metav1.PartialObjectMetadata{rev}}, Live: LiveSource{Client: kc, Metadata: mc}},
+		Source:  CachedSource{Store: staleStore{revs: []*metav1.PartialObjectMetadata{rev}}, Live: LiveSource{Client: kc, Metadata: mc, Dynamic: dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{core.RolloutGVR: "RolloutList"})}},
 		Options: Options{MinAge: time.Hour, Keep: 0}})
 	if err != nil {
 		t.Fatal(err)

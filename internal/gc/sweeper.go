@@ -141,7 +141,11 @@ func (s *Sweeper) IsLeader() bool { return s.leader.Load() }
 // Plan reads namespace ns and returns its plan (filtered by Config.Selector) and the
 // snapshot it came from. It writes nothing.
 func (s *Sweeper) Plan(ctx context.Context, ns string) (*Plan, *Snapshot, error) {
-	snap, err := s.cfg.Source.Snapshot(ctx, ns)
+	return s.planFrom(ctx, s.cfg.Source, ns)
+}
+
+func (s *Sweeper) planFrom(ctx context.Context, src Source, ns string) (*Plan, *Snapshot, error) {
+	snap, err := src.Snapshot(ctx, ns)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -209,7 +213,14 @@ func (s *Sweeper) sweep(ctx context.Context, ns string, dryRun bool) (*Report, e
 		return nil, fmt.Errorf("gc: planning namespace %s: %w", ns, err)
 	}
 	if !dryRun && (p.Count(Delete) > 0 || p.Count(Repair) > 0) {
-		second, _, err := s.Plan(ctx, ns)
+		src := s.cfg.Source
+		if c, ok := src.(CachedSource); ok && p.Count(Delete) > 0 {
+			// A cache may be behind by more than the watch delay (a broken watch keeps
+			// HasSynced true): a delete rests on a live listing of the users, as before
+			// the caches, so a Pod or workload the cache has not seen keeps its revision.
+			src = c.Live
+		}
+		second, _, err := s.planFrom(ctx, src, ns)
 		if err != nil {
 			return nil, fmt.Errorf("gc: re-planning namespace %s: %w", ns, err)
 		}
