@@ -16,7 +16,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -25,6 +24,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/configmap-attacher/configmap-attacher/internal/freeport"
 )
 
 // Namespace is Argo CD's own namespace (the controller's --namespace).
@@ -129,7 +130,7 @@ func (a *ArgoCD) LogTail(name string, n int) string {
 // startProcesses starts Redis, then the repo-server (plain gRPC on loopback, with
 // the scripts its image ships on PATH beside helm and kustomize), then the controller.
 func (a *ArgoCD) startProcesses(ctx context.Context, mod string) error {
-	ports, err := freePorts(6)
+	ports, err := freeport.NOn("127.0.0.1", 6)
 	if err != nil {
 		return err
 	}
@@ -200,21 +201,6 @@ func (a *ArgoCD) scriptsDir(mod string) (string, error) {
 		}
 	}
 	return dir, nil
-}
-
-// freePorts returns n different loopback ports that were free a moment ago (every
-// listener is held until all are picked).
-func freePorts(n int) ([]int, error) {
-	out := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		defer l.Close()
-		out = append(out, l.Addr().(*net.TCPAddr).Port)
-	}
-	return out, nil
 }
 
 func randomKey() string {

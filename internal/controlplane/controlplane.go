@@ -20,7 +20,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	mathrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -36,6 +35,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/configmap-attacher/configmap-attacher/internal/freeport"
 )
 
 // ErrMissingBinaries means the control-plane binaries are not built: run `make tools`.
@@ -283,41 +284,9 @@ func RepoRoot() (string, error) {
 	}
 }
 
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago. It is picked at
-// random below the kernel's ephemeral range: a port the kernel hands out for ":0" is one
-// it may soon give an outgoing connection of another process too (seen as "bind: address
-// already in use" when the port's user starts), one below that range it never does.
-func FreePort() (int, error) {
-	lo := ephemeralLow()
-	for range 200 {
-		port := lo - 1 - mathrand.IntN(lo/2)
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err != nil {
-			continue
-		}
-		l.Close()
-		return port, nil
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// ephemeralLow is the first port of the kernel's ephemeral range (Linux's default when it
-// cannot be read).
-func ephemeralLow() int {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err == nil {
-		var lo, hi int
-		if _, err := fmt.Sscan(string(b), &lo, &hi); err == nil && lo > 2048 {
-			return lo
-		}
-	}
-	return 32768
-}
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago, below the
+// kernel's ephemeral range (package freeport).
+func FreePort() (int, error) { return freeport.On("127.0.0.1") }
 
 func (cp *ControlPlane) startEtcd(ctx context.Context) error {
 	clientPort, err := FreePort()

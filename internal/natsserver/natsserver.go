@@ -27,6 +27,8 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+
+	"github.com/configmap-attacher/configmap-attacher/internal/freeport"
 )
 
 // Options configures an embedded NATS server. The zero value is a usable default: a free
@@ -262,14 +264,13 @@ func (s *Server) Connect(extra ...nats.Option) (*nats.Conn, error) {
 	return nc, nil
 }
 
-// freePort asks the kernel for a free TCP port on host.
+// freePort picks a free TCP port on host, below the ephemeral range (package freeport).
 func freePort(host string) (int, error) {
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	port, err := freeport.On(host)
 	if err != nil {
 		return 0, fmt.Errorf("natsserver: pick a free port: %w", err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	return port, nil
 }
 
 // selfSignedCert writes a fresh ECDSA self-signed certificate valid for host, localhost,
