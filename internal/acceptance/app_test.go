@@ -101,30 +101,30 @@ func (a app) rollout() (*unstructured.Unstructured, error) {
 
 // deploy creates the Rollout on its first revision, and changes its template after.
 func (w *world) deploy(a app) {
-	w.t.Helper()
-	_, err := argorollouts.Get(w.ctx, w.dc, w.ns, a.name)
+	w.T.Helper()
+	_, err := argorollouts.Get(w.Ctx, w.Dynamic, w.NS, a.name)
 	if err == nil {
-		if err := argorollouts.SetTemplate(w.ctx, w.dc, w.ns, a.name, a.podTemplate()); err != nil {
-			w.t.Fatalf("deploy %s: %v", a.configMap, err)
+		if err := argorollouts.SetTemplate(w.Ctx, w.Dynamic, w.NS, a.name, a.podTemplate()); err != nil {
+			w.T.Fatalf("deploy %s: %v", a.configMap, err)
 		}
 		return
 	}
 	ro, err := a.rollout()
 	if err != nil {
-		w.t.Fatal(err)
+		w.T.Fatal(err)
 	}
-	if _, err := w.dc.Resource(core.RolloutGVR).Namespace(w.ns).Create(w.ctx, ro, metav1.CreateOptions{}); err != nil {
-		w.t.Fatalf("create Rollout %s: %v", a.name, err)
+	if _, err := w.Dynamic.Resource(core.RolloutGVR).Namespace(w.NS).Create(w.Ctx, ro, metav1.CreateOptions{}); err != nil {
+		w.T.Fatalf("create Rollout %s: %v", a.name, err)
 	}
 }
 
 // replicaSets lists the ReplicaSets whose controller (a Rollout or a Deployment) is
 // called name.
 func (w *world) replicaSets(name string) []appsv1.ReplicaSet {
-	w.t.Helper()
-	list, err := w.kc.AppsV1().ReplicaSets(w.ns).List(w.ctx, metav1.ListOptions{})
+	w.T.Helper()
+	list, err := w.Kube.AppsV1().ReplicaSets(w.NS).List(w.Ctx, metav1.ListOptions{})
 	if err != nil {
-		w.t.Fatal(err)
+		w.T.Fatal(err)
 	}
 	var out []appsv1.ReplicaSet
 	for _, rs := range list.Items {
@@ -151,7 +151,7 @@ func (w *world) replicaSetOf(a app) (*appsv1.ReplicaSet, error) {
 
 // status reads the Rollout's status.
 func (w *world) status(name string) (argorollouts.Status, error) {
-	ro, err := argorollouts.Get(w.ctx, w.dc, w.ns, name)
+	ro, err := argorollouts.Get(w.Ctx, w.Dynamic, w.NS, name)
 	if err != nil {
 		return argorollouts.Status{}, err
 	}
@@ -161,9 +161,9 @@ func (w *world) status(name string) (argorollouts.Status, error) {
 // waitHealthy waits until the Rollout is Healthy on revision a, all its replicas
 // Ready and every other ReplicaSet scaled to 0; it returns a's ReplicaSet.
 func (w *world) waitHealthy(a app) *appsv1.ReplicaSet {
-	w.t.Helper()
+	w.T.Helper()
 	var stable *appsv1.ReplicaSet
-	w.eventually(fmt.Sprintf("Rollout %s Healthy on %s/%s", a.name, a.configMap, a.version), func() error {
+	w.Eventually(fmt.Sprintf("Rollout %s Healthy on %s/%s", a.name, a.configMap, a.version), func() error {
 		st, err := w.status(a.name)
 		if err != nil {
 			return err
@@ -192,9 +192,9 @@ func (w *world) waitHealthy(a app) *appsv1.ReplicaSet {
 // waitPaused waits until revision a is a canary paused at its step with its Pods
 // available; it returns the canary ReplicaSet.
 func (w *world) waitPaused(a app) *appsv1.ReplicaSet {
-	w.t.Helper()
+	w.T.Helper()
 	var canary *appsv1.ReplicaSet
-	w.eventually(fmt.Sprintf("the canary of %s/%s paused", a.configMap, a.version), func() error {
+	w.Eventually(fmt.Sprintf("the canary of %s/%s paused", a.configMap, a.version), func() error {
 		st, err := w.status(a.name)
 		if err != nil {
 			return err
@@ -218,14 +218,14 @@ func (w *world) waitPaused(a app) *appsv1.ReplicaSet {
 // waitOwned waits until the ConfigMap (or Secret, kind "Secret") is owned by rs through
 // a non-controller ownerReference.
 func (w *world) waitOwned(kind, name string, rs *appsv1.ReplicaSet) {
-	w.t.Helper()
-	w.eventually(fmt.Sprintf("%s %s owned by %s", kind, name, rs.Name), func() error {
+	w.T.Helper()
+	w.Eventually(fmt.Sprintf("%s %s owned by %s", kind, name, rs.Name), func() error {
 		var obj metav1.Object
 		var err error
 		if kind == "Secret" {
-			obj, err = w.kc.CoreV1().Secrets(w.ns).Get(w.ctx, name, metav1.GetOptions{})
+			obj, err = w.Kube.CoreV1().Secrets(w.NS).Get(w.Ctx, name, metav1.GetOptions{})
 		} else {
-			obj, err = w.kc.CoreV1().ConfigMaps(w.ns).Get(w.ctx, name, metav1.GetOptions{})
+			obj, err = w.Kube.CoreV1().ConfigMaps(w.NS).Get(w.Ctx, name, metav1.GetOptions{})
 		}
 		if err != nil {
 			return err
@@ -244,7 +244,7 @@ func (w *world) waitOwned(kind, name string, rs *appsv1.ReplicaSet) {
 
 // owners returns the UIDs owning the ConfigMap.
 func (w *world) owners(name string) []string {
-	w.t.Helper()
+	w.T.Helper()
 	var out []string
 	for _, o := range w.mustExist(name).OwnerReferences {
 		out = append(out, string(o.UID))
@@ -255,10 +255,10 @@ func (w *world) owners(name string) []string {
 
 // podsOf lists the live Pods rs controls.
 func (w *world) podsOf(rs *appsv1.ReplicaSet) []corev1.Pod {
-	w.t.Helper()
-	list, err := w.kc.CoreV1().Pods(w.ns).List(w.ctx, metav1.ListOptions{})
+	w.T.Helper()
+	list, err := w.Kube.CoreV1().Pods(w.NS).List(w.Ctx, metav1.ListOptions{})
 	if err != nil {
-		w.t.Fatal(err)
+		w.T.Fatal(err)
 	}
 	var out []corev1.Pod
 	for _, p := range list.Items {
@@ -272,17 +272,17 @@ func (w *world) podsOf(rs *appsv1.ReplicaSet) []corev1.Pod {
 // replacePod deletes one Pod of rs (a spot reclaim) and waits for the ReplicaSet's
 // Ready replacement, which it returns.
 func (w *world) replacePod(rs *appsv1.ReplicaSet) corev1.Pod {
-	w.t.Helper()
+	w.T.Helper()
 	pods := w.podsOf(rs)
 	if len(pods) == 0 {
-		w.t.Fatalf("ReplicaSet %s has no Pod to replace", rs.Name)
+		w.T.Fatalf("ReplicaSet %s has no Pod to replace", rs.Name)
 	}
 	victim := pods[0]
-	if err := w.kc.CoreV1().Pods(w.ns).Delete(w.ctx, victim.Name, metav1.DeleteOptions{}); err != nil {
-		w.t.Fatalf("delete Pod %s: %v", victim.Name, err)
+	if err := w.Kube.CoreV1().Pods(w.NS).Delete(w.Ctx, victim.Name, metav1.DeleteOptions{}); err != nil {
+		w.T.Fatalf("delete Pod %s: %v", victim.Name, err)
 	}
 	var got corev1.Pod
-	w.eventually("a Ready replacement Pod of "+rs.Name, func() error {
+	w.Eventually("a Ready replacement Pod of "+rs.Name, func() error {
 		for _, p := range w.podsOf(rs) {
 			if argorollouts.PodReady(&p) && !slices.ContainsFunc(pods, func(q corev1.Pod) bool { return q.UID == p.UID }) {
 				got = p
@@ -296,9 +296,9 @@ func (w *world) replacePod(rs *appsv1.ReplicaSet) corev1.Pod {
 
 // podsReady waits until rs has n Ready Pods, each running template a, and returns them.
 func (w *world) podsReady(rs *appsv1.ReplicaSet, a app, n int) []corev1.Pod {
-	w.t.Helper()
+	w.T.Helper()
 	var pods []corev1.Pod
-	w.eventually(fmt.Sprintf("%d Ready Pods of %s", n, rs.Name), func() error {
+	w.Eventually(fmt.Sprintf("%d Ready Pods of %s", n, rs.Name), func() error {
 		pods = w.podsOf(rs)
 		ready := 0
 		for _, p := range pods {

@@ -19,7 +19,7 @@ import (
 // the canary ReplicaSet.
 func TestAbortMidCanary(t *testing.T) {
 	w := newWorld(t)
-	w.serveWatcher()
+	w.ServeWatcher()
 	v1 := app{name: "web", replicas: 4, configMap: "web-config-1", version: "1", history: ptr(int32(0)), pause: true}
 	v2 := v1.with("web-config-2", "2")
 
@@ -39,7 +39,7 @@ func TestAbortMidCanary(t *testing.T) {
 	w.mustExist(v1.configMap)
 
 	w.plugin("abort", v1.name)
-	w.eventually("the abort: canary at 0, stable back to 4", func() error {
+	w.Eventually("the abort: canary at 0, stable back to 4", func() error {
 		st, err := w.status(v1.name)
 		if err != nil || !st.Aborted {
 			return fmt.Errorf("rollout %s (err %v)", st, err)
@@ -58,7 +58,7 @@ func TestAbortMidCanary(t *testing.T) {
 	// life (revisionHistoryLimit 0), and with it its revision's.
 	w.deploy(v1)
 	w.waitHealthy(v1)
-	w.waitGone("ReplicaSet "+rs2.Name, func() error { _, err := w.getErr(rs2); return err })
+	w.WaitGone("ReplicaSet "+rs2.Name, func() error { _, err := w.getErr(rs2); return err })
 	w.waitConfigMapGone(v2.configMap)
 	w.lag("ReplicaSet", rs2.Name, "ConfigMap", v2.configMap)
 	w.mustExist(v1.configMap)
@@ -69,7 +69,7 @@ func TestAbortMidCanary(t *testing.T) {
 // scales its ReplicaSet up again and its revision is there.
 func TestUndoToRevisionInHistory(t *testing.T) {
 	w := newWorld(t)
-	w.serveWatcher()
+	w.ServeWatcher()
 	base := app{name: "web", replicas: 3}
 	var rss []*appsv1.ReplicaSet
 	for i := 1; i <= 3; i++ {
@@ -101,7 +101,7 @@ func TestUndoToRevisionInHistory(t *testing.T) {
 // a ConfigMap that does not exist (the guard checks every Pod at its creation).
 func TestSpotReplacementAndScaleUpDuringCanary(t *testing.T) {
 	w := newWorld(t)
-	w.serveWatcher()
+	w.ServeWatcher()
 	v1 := app{name: "web", replicas: 2, configMap: "web-config-1", version: "1", pause: true}
 	v2 := v1.with("web-config-2", "2")
 	w.revision(v1.configMap)
@@ -124,7 +124,7 @@ func TestSpotReplacementAndScaleUpDuringCanary(t *testing.T) {
 	}
 
 	w.scale(v1.name, 6)
-	w.eventually("the canary scaled up with the Rollout", func() error {
+	w.Eventually("the canary scaled up with the Rollout", func() error {
 		c, s := w.get(rs2), w.get(rs1)
 		if c.Status.ReadyReplicas != 3 || s.Status.ReadyReplicas != 3 {
 			return fmt.Errorf("canary %d Ready, stable %d Ready, want 3 and 3", c.Status.ReadyReplicas, s.Status.ReadyReplicas)
@@ -147,7 +147,7 @@ func TestSpotReplacementAndScaleUpDuringCanary(t *testing.T) {
 // keeps one old ReplicaSet, and exactly the revisions of the ReplicaSets left remain.
 func TestNewRevisionDuringCanary(t *testing.T) {
 	w := newWorld(t)
-	w.serveWatcher()
+	w.ServeWatcher()
 	v1 := app{name: "web", replicas: 2, configMap: "web-config-1", version: "1", history: ptr(int32(1)), pause: true}
 	v2, v3 := v1.with("web-config-2", "2"), v1.with("web-config-3", "3")
 	w.revision(v1.configMap)
@@ -173,7 +173,7 @@ func TestNewRevisionDuringCanary(t *testing.T) {
 	}
 	w.plugin("promote", v1.name)
 	w.waitHealthy(v3)
-	w.eventually("revisionHistoryLimit 1: two ReplicaSets and their revisions left", func() error {
+	w.Eventually("revisionHistoryLimit 1: two ReplicaSets and their revisions left", func() error {
 		return w.revisionsMatchReplicaSets(v1.name, 2)
 	})
 	w.mustExist(v3.configMap)
@@ -189,7 +189,7 @@ func (w *world) revisionsMatchReplicaSets(name string, n int) error {
 			used[cm] = true
 		}
 	}
-	have := w.revisions()
+	have := w.Revisions()
 	if len(rss) != n || len(have) != len(used) {
 		return fmt.Errorf("%d ReplicaSets using %v; revisions %v", len(rss), keys(used), keys(have))
 	}
@@ -212,32 +212,32 @@ func keys(m map[string]bool) []string {
 
 // get re-reads rs.
 func (w *world) get(rs *appsv1.ReplicaSet) *appsv1.ReplicaSet {
-	w.t.Helper()
+	w.T.Helper()
 	got, err := w.getErr(rs)
 	if err != nil {
-		w.t.Fatal(err)
+		w.T.Fatal(err)
 	}
 	return got
 }
 
 func (w *world) getErr(rs *appsv1.ReplicaSet) (*appsv1.ReplicaSet, error) {
-	return w.kc.AppsV1().ReplicaSets(w.ns).Get(w.ctx, rs.Name, metav1.GetOptions{})
+	return w.Kube.AppsV1().ReplicaSets(w.NS).Get(w.Ctx, rs.Name, metav1.GetOptions{})
 }
 
 // scale sets the Rollout's replicas, as `kubectl scale` would.
 func (w *world) scale(name string, n int) {
-	w.t.Helper()
+	w.T.Helper()
 	patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, n)
-	if _, err := w.dc.Resource(core.RolloutGVR).Namespace(w.ns).Patch(w.ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		w.t.Fatalf("scale %s: %v", name, err)
+	if _, err := w.Dynamic.Resource(core.RolloutGVR).Namespace(w.NS).Patch(w.Ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		w.T.Fatalf("scale %s: %v", name, err)
 	}
 }
 
 // lag logs how long after the ReplicaSet's deletion its revision was deleted.
 func (w *world) lag(rsKind, rs, cmKind, cm string) time.Duration {
-	w.t.Helper()
+	w.T.Helper()
 	var d time.Duration
-	w.eventually("both deletions recorded", func() error {
+	w.Eventually("both deletions recorded", func() error {
 		a, okA := w.events.deletedAt(rsKind, rs)
 		b, okB := w.events.deletedAt(cmKind, cm)
 		if !okA || !okB {
@@ -246,6 +246,6 @@ func (w *world) lag(rsKind, rs, cmKind, cm string) time.Duration {
 		d = b.Sub(a)
 		return nil
 	})
-	w.t.Logf("%s %s deleted %s after %s %s", cmKind, cm, d.Round(time.Millisecond), rsKind, rs)
+	w.T.Logf("%s %s deleted %s after %s %s", cmKind, cm, d.Round(time.Millisecond), rsKind, rs)
 	return d
 }

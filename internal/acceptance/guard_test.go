@@ -16,11 +16,11 @@ func TestGuardReportsAPodWithAMissingConfigMap(t *testing.T) {
 	a := app{name: "orphan", configMap: "not-there", version: "1"}
 	tmpl := a.podTemplate()
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "orphan"}, Spec: tmpl.Spec}
-	if _, err := w.kc.CoreV1().Pods(w.ns).Create(w.ctx, pod, metav1.CreateOptions{}); err != nil {
+	if _, err := w.Kube.CoreV1().Pods(w.NS).Create(w.Ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	var got []string
-	w.eventually("the guard to report Pod orphan", func() error {
+	w.Eventually("the guard to report Pod orphan", func() error {
 		got = append(got, w.events.takeViolations()...)
 		if len(got) == 0 {
 			return errors.New("nothing reported")

@@ -14,7 +14,7 @@ func TestPileUp(t *testing.T) {
 	for _, limit := range []int32{2, 0} {
 		t.Run(fmt.Sprintf("revisionHistoryLimit %d", limit), func(t *testing.T) {
 			w := newWorld(t)
-			w.serveWatcher()
+			w.ServeWatcher()
 			base := app{name: "web", replicas: 2, history: ptr(limit)}
 			deploys := int(limit) + 3
 			for i := 1; i <= deploys; i++ {
@@ -24,11 +24,11 @@ func TestPileUp(t *testing.T) {
 				rs := w.waitHealthy(v)
 				w.waitOwned("ConfigMap", v.configMap, rs)
 			}
-			w.eventually(fmt.Sprintf("%d ReplicaSets and exactly their revisions", limit+1), func() error {
+			w.Eventually(fmt.Sprintf("%d ReplicaSets and exactly their revisions", limit+1), func() error {
 				return w.revisionsMatchReplicaSets(base.name, int(limit)+1)
 			})
 			var deleted map[string][]string
-			w.eventually("the deletions seen", func() error {
+			w.Eventually("the deletions seen", func() error {
 				deleted = w.events.deletedReplicaSets()
 				if want := deploys - int(limit) - 1; len(deleted) != want {
 					return fmt.Errorf("%d ReplicaSets deleted, want %d: %v", len(deleted), want, deleted)
@@ -53,7 +53,7 @@ func TestPileUp(t *testing.T) {
 // with the last.
 func TestSharedRevision(t *testing.T) {
 	w := newWorld(t)
-	w.serveWatcher()
+	w.ServeWatcher()
 	a := app{name: "web", replicas: 2, configMap: "web-config-1", version: "1", history: ptr(int32(0)), pause: true}
 	b := a.with("web-config-1", "2")
 	c := a.with("web-config-2", "3")
@@ -71,8 +71,8 @@ func TestSharedRevision(t *testing.T) {
 
 	w.plugin("promote", a.name)
 	w.waitHealthy(b)
-	w.waitGone("ReplicaSet "+rsA.Name, func() error { _, err := w.getErr(rsA); return err })
-	w.eventually("web-config-1 kept, owned by the second ReplicaSet alone", func() error {
+	w.WaitGone("ReplicaSet "+rsA.Name, func() error { _, err := w.getErr(rsA); return err })
+	w.Eventually("web-config-1 kept, owned by the second ReplicaSet alone", func() error {
 		if got := w.owners(a.configMap); !slices.Equal(got, []string{string(rsB.UID)}) {
 			return fmt.Errorf("owners %v, want only %s", got, rsB.UID)
 		}
@@ -84,7 +84,7 @@ func TestSharedRevision(t *testing.T) {
 	w.waitPaused(c)
 	w.plugin("promote", a.name)
 	w.waitHealthy(c)
-	w.waitGone("ReplicaSet "+rsB.Name, func() error { _, err := w.getErr(rsB); return err })
+	w.WaitGone("ReplicaSet "+rsB.Name, func() error { _, err := w.getErr(rsB); return err })
 	w.waitConfigMapGone(a.configMap)
 	w.lag("ReplicaSet", rsB.Name, "ConfigMap", a.configMap)
 }

@@ -25,7 +25,7 @@ func TestMain(m *testing.M) {
 }
 
 // pluginPath is the kubectl-argo-rollouts plugin built by make tools.
-func pluginPath(t *testing.T) string {
+func pluginPath(t testing.TB) string {
 	t.Helper()
 	p := filepath.Join(cp.BinDir(), "kubectl-argo-rollouts")
 	if _, err := os.Stat(p); err != nil {

@@ -19,16 +19,16 @@ func TestWaysIn(t *testing.T) {
 		name  string
 		start func(w *world)
 	}{
-		{"built-in watcher (serve --watch)", func(w *world) { w.serveWatcher() }},
-		{"Argo Events EventSource and Sensor to the gRPC custom trigger", func(w *world) { w.serveArgoSensor(server.Options{}, nil) }},
-		{"Argo Events EventSource through the EventBus to the direct subscription", func(w *world) { w.serveArgoEventBus() }},
+		{"built-in watcher (serve --watch)", func(w *world) { w.ServeWatcher() }},
+		{"Argo Events EventSource and Sensor to the gRPC custom trigger", func(w *world) { w.ServeArgoSensor(server.Options{}, nil) }},
+		{"Argo Events EventSource through the EventBus to the direct subscription", func(w *world) { w.ServeArgoEventBus() }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newBareWorld(t) // the demo creates the namespace
 			tc.start(w)
 			var out bytes.Buffer
-			err := demo.Run(w.ctx, w.kc, w.dc, &out, demo.Options{Namespace: w.ns})
+			err := demo.Run(w.Ctx, w.Kube, w.Dynamic, &out, demo.Options{Namespace: w.NS})
 			t.Logf("demo timeline:\n%s", out.String())
 			if err != nil {
 				t.Fatal(err)

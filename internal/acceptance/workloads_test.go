@@ -26,7 +26,7 @@ func TestWorkloadShapes(t *testing.T) {
 
 func testWorkloadRef(t *testing.T) {
 	w := newWorld(t)
-	w.serveWatcher()
+	w.ServeWatcher()
 	// The Deployment only holds the template (0 replicas); the Rollout runs it.
 	v1 := app{name: "web", replicas: 2, configMap: "web-config-1", version: "1", pause: true}
 	v2 := v1.with("web-config-2", "2")
@@ -41,7 +41,7 @@ func testWorkloadRef(t *testing.T) {
 			"strategy":    map[string]any{"canary": map[string]any{"steps": v1.steps()}},
 		},
 	}}
-	if _, err := w.dc.Resource(core.RolloutGVR).Namespace(w.ns).Create(w.ctx, ro, metav1.CreateOptions{}); err != nil {
+	if _, err := w.Dynamic.Resource(core.RolloutGVR).Namespace(w.NS).Create(w.Ctx, ro, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create Rollout: %v", err)
 	}
 	rs1 := w.waitHealthy(v1)
@@ -60,7 +60,7 @@ func testWorkloadRef(t *testing.T) {
 
 func testDeploymentRollingUpdate(t *testing.T) {
 	w := newWorld(t)
-	w.serveWatcher()
+	w.ServeWatcher()
 	base := app{name: "api", replicas: 3}
 	for i := 1; i <= 4; i++ {
 		v := base.with(fmt.Sprintf("api-config-%d", i), fmt.Sprint(i))
@@ -74,7 +74,7 @@ func testDeploymentRollingUpdate(t *testing.T) {
 		w.podsReady(rs, v, int(v.replicas))
 		w.waitOwned("ConfigMap", v.configMap, rs)
 	}
-	w.eventually("revisionHistoryLimit 1: two ReplicaSets and exactly their revisions", func() error {
+	w.Eventually("revisionHistoryLimit 1: two ReplicaSets and exactly their revisions", func() error {
 		return w.revisionsMatchReplicaSets(base.name, 2)
 	})
 	w.mustExist("api-config-4")
@@ -85,7 +85,7 @@ func testSecrets(t *testing.T) {
 	w := newWorld(t)
 	// The built-in watcher attaches ConfigMaps only (its trigger spec is the default):
 	// Secrets come through the real Argo Events Sensor with includeSecrets.
-	w.serveArgoSensor(server.Options{AllowSecrets: true}, map[string]string{"includeSecrets": "true"})
+	w.ServeArgoSensor(server.Options{AllowSecrets: true}, map[string]string{"includeSecrets": "true"})
 	v1 := app{name: "web", replicas: 2, configMap: "web-config-1", secret: "web-secret-1", version: "1", history: ptr(int32(0)), pause: true}
 	v2 := v1.with("web-config-2", "2")
 	v2.secret = "web-secret-2"
@@ -109,9 +109,9 @@ func testSecrets(t *testing.T) {
 
 	w.deploy(v1) // revert: the aborted ReplicaSet leaves (revisionHistoryLimit 0)
 	w.waitHealthy(v1)
-	w.waitGone("ReplicaSet "+rs2.Name, func() error { _, err := w.getErr(rs2); return err })
-	w.waitGone("Secret "+v2.secret, func() error {
-		_, err := w.kc.CoreV1().Secrets(w.ns).Get(w.ctx, v2.secret, metav1.GetOptions{})
+	w.WaitGone("ReplicaSet "+rs2.Name, func() error { _, err := w.getErr(rs2); return err })
+	w.WaitGone("Secret "+v2.secret, func() error {
+		_, err := w.Kube.CoreV1().Secrets(w.NS).Get(w.Ctx, v2.secret, metav1.GetOptions{})
 		return err
 	})
 	w.lag("ReplicaSet", rs2.Name, "Secret", v2.secret)
@@ -120,41 +120,41 @@ func testSecrets(t *testing.T) {
 
 // createDeployment creates a Deployment running revision a.
 func (w *world) createDeployment(name string, a app, replicas int32, history *int32) {
-	w.t.Helper()
+	w.T.Helper()
 	d := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: appsv1.DeploymentSpec{Replicas: &replicas, RevisionHistoryLimit: history,
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": a.name}}, Template: a.podTemplate()},
 	}
-	if _, err := w.kc.AppsV1().Deployments(w.ns).Create(w.ctx, d, metav1.CreateOptions{}); err != nil {
-		w.t.Fatalf("create Deployment %s: %v", name, err)
+	if _, err := w.Kube.AppsV1().Deployments(w.NS).Create(w.Ctx, d, metav1.CreateOptions{}); err != nil {
+		w.T.Fatalf("create Deployment %s: %v", name, err)
 	}
 }
 
 // updateDeployment sets the Deployment's template to revision a.
 func (w *world) updateDeployment(name string, a app) {
-	w.t.Helper()
+	w.T.Helper()
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		d, err := w.kc.AppsV1().Deployments(w.ns).Get(w.ctx, name, metav1.GetOptions{})
+		d, err := w.Kube.AppsV1().Deployments(w.NS).Get(w.Ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 		d.Spec.Template = a.podTemplate()
-		_, err = w.kc.AppsV1().Deployments(w.ns).Update(w.ctx, d, metav1.UpdateOptions{})
+		_, err = w.Kube.AppsV1().Deployments(w.NS).Update(w.Ctx, d, metav1.UpdateOptions{})
 		return err
 	})
 	if err != nil {
-		w.t.Fatalf("update Deployment %s: %v", name, err)
+		w.T.Fatalf("update Deployment %s: %v", name, err)
 	}
 }
 
 // waitDeploymentComplete waits until the real Deployment controller has rolled the
 // Deployment a.name out to revision a, and returns its ReplicaSet.
 func (w *world) waitDeploymentComplete(a app) *appsv1.ReplicaSet {
-	w.t.Helper()
+	w.T.Helper()
 	var rs *appsv1.ReplicaSet
-	w.eventually("Deployment "+a.name+" rolled out to "+a.configMap, func() error {
-		d, err := w.kc.AppsV1().Deployments(w.ns).Get(w.ctx, a.name, metav1.GetOptions{})
+	w.Eventually("Deployment "+a.name+" rolled out to "+a.configMap, func() error {
+		d, err := w.Kube.AppsV1().Deployments(w.NS).Get(w.Ctx, a.name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -166,7 +166,7 @@ func (w *world) waitDeploymentComplete(a app) *appsv1.ReplicaSet {
 		return err
 	})
 	if !argorollouts.UsesConfigMap(rs.Spec.Template.Spec, a.configMap) {
-		w.t.Fatalf("%s does not use %s", rs.Name, a.configMap)
+		w.T.Fatalf("%s does not use %s", rs.Name, a.configMap)
 	}
 	return rs
 }

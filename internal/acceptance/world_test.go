@@ -3,11 +3,7 @@ package acceptance_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"maps"
-	"net/http"
-	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -19,7 +15,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -27,22 +22,17 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/internal/argorollouts"
 	"github.com/configmap-attacher/configmap-attacher/internal/controlplane"
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
-	"github.com/configmap-attacher/configmap-attacher/internal/server"
+	"github.com/configmap-attacher/configmap-attacher/internal/scenario"
 )
 
 // waitFor bounds every wait on the controllers or the service. It is a bound for a
 // stuck test, not a timed assertion: the conditions usually hold within seconds.
 const waitFor = 90 * time.Second
 
-// world is one scenario's namespace on the shared control plane, with a guard that
-// checks every Pod created in it.
+// world is one scenario's namespace on the shared control plane (scenario.World), with
+// a guard that checks every Pod created in it.
 type world struct {
-	t   *testing.T
-	ctx context.Context
-	ns  string
-	kc  kubernetes.Interface
-	dc  dynamic.Interface
-	log *slog.Logger
+	*scenario.World
 	// events records when ReplicaSets, ConfigMaps and Secrets of the namespace were
 	// deleted, and every Pod that was created referencing a missing ConfigMap or Secret.
 	events *recorder
@@ -51,13 +41,7 @@ type world struct {
 // newWorld creates a fresh namespace (and waits for its default ServiceAccount).
 func newWorld(t *testing.T) *world {
 	w := newBareWorld(t)
-	if _, err := w.kc.CoreV1().Namespaces().Create(w.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create namespace: %v", err)
-	}
-	w.eventually("the namespace's default ServiceAccount", func() error {
-		_, err := w.kc.CoreV1().ServiceAccounts(w.ns).Get(w.ctx, "default", metav1.GetOptions{})
-		return err
-	})
+	w.CreateNamespace()
 	return w
 }
 
@@ -67,14 +51,9 @@ func newBareWorld(t *testing.T) *world {
 	t.Helper()
 	c := controlplane.Require(t, cp)
 	timed(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	t.Cleanup(cancel)
-	dc, err := dynamic.NewForConfig(c.RESTConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &world{t: t, ctx: ctx, ns: "acc-" + rand.String(6), kc: c.Client(), dc: dc, log: testLogger(t)}
-	w.events = startRecorder(t, ctx, w.kc, w.ns)
+	w := &world{World: scenario.New(t, c, "acc-"+rand.String(6), 10*time.Minute, waitFor,
+		scenario.Logger(t.Name(), "ACCEPTANCE_SERVICE_LOGS", testing.Verbose()))}
+	w.events = startRecorder(t, w.Ctx, w.Kube, w.NS)
 	t.Cleanup(func() {
 		if t.Failed() {
 			w.dumpState()
@@ -83,140 +62,57 @@ func newBareWorld(t *testing.T) *world {
 	return w
 }
 
-func testLogger(t *testing.T) *slog.Logger {
-	if testing.Verbose() && os.Getenv("ACCEPTANCE_SERVICE_LOGS") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", t.Name())
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
-
-// eventually is controlplane.Eventually with the scenario's bound.
-func (w *world) eventually(what string, cond func() error) {
-	w.t.Helper()
-	controlplane.Eventually(w.t, waitFor, what, cond)
-}
-
-// serve runs configmap-attacher in-process on loopback for this namespace, with the
-// given ingress paths, and waits until it is ready. It stops at cleanup.
-func (w *world) serve(in server.Ingress, o server.Options) *server.Server {
-	w.t.Helper()
-	o.GRPCAddr, o.HTTPAddr, o.Namespace, o.Logger, o.ShutdownTimeout = "127.0.0.1:0", "127.0.0.1:0", w.ns, w.log, 5*time.Second
-	o.Ingress = in
-	srv, err := server.New(cp.RESTConfig(), o)
-	if err != nil {
-		w.t.Fatalf("server.New: %v", err)
-	}
-	ctx, cancel := context.WithCancel(w.ctx)
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	w.t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			w.t.Errorf("server.Run: %v", err)
-		}
-	})
-	w.eventually("the service ready", func() error {
-		select {
-		case err := <-done:
-			w.t.Fatalf("the service stopped: %v", err)
-		default:
-		}
-		resp, err := http.Get("http://" + srv.HTTPAddr() + "/readyz")
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			b, _ := io.ReadAll(resp.Body)
-			return fmt.Errorf("/readyz %d: %s", resp.StatusCode, b)
-		}
-		return nil
-	})
-	return srv
-}
-
-// serveWatcher runs the service with the built-in watcher (serve --watch).
-func (w *world) serveWatcher() *server.Server {
-	w.t.Helper()
-	return w.serve(server.Ingress{Watch: true}, server.Options{})
-}
-
 // plugin runs bin/kubectl-argo-rollouts against the namespace, as a user would.
 func (w *world) plugin(args ...string) string {
-	w.t.Helper()
-	args = append(args, "--kubeconfig", cp.Kubeconfig(), "--namespace", w.ns)
-	out, err := exec.CommandContext(w.ctx, pluginPath(w.t), args...).CombinedOutput()
+	w.T.Helper()
+	args = append(args, "--kubeconfig", cp.Kubeconfig(), "--namespace", w.NS)
+	out, err := exec.CommandContext(w.Ctx, pluginPath(w.T), args...).CombinedOutput()
 	if err != nil {
-		w.t.Fatalf("kubectl-argo-rollouts %s: %v\n%s", strings.Join(args, " "), err, out)
+		w.T.Fatalf("kubectl-argo-rollouts %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return string(out)
 }
 
 // revision creates an opted-in ConfigMap revision.
 func (w *world) revision(name string) *corev1.ConfigMap {
-	w.t.Helper()
-	cm, err := w.kc.CoreV1().ConfigMaps(w.ns).Create(w.ctx, &corev1.ConfigMap{
+	w.T.Helper()
+	cm, err := w.Kube.CoreV1().ConfigMaps(w.NS).Create(w.Ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{core.LabelRevision: "true"}},
 		Data:       map[string]string{"config.yaml": "name: " + name},
 	}, metav1.CreateOptions{})
 	if err != nil {
-		w.t.Fatalf("create ConfigMap %s: %v", name, err)
+		w.T.Fatalf("create ConfigMap %s: %v", name, err)
 	}
 	return cm
 }
 
 // secretRevision creates an opted-in Secret revision.
 func (w *world) secretRevision(name string) *corev1.Secret {
-	w.t.Helper()
-	s, err := w.kc.CoreV1().Secrets(w.ns).Create(w.ctx, &corev1.Secret{
+	w.T.Helper()
+	s, err := w.Kube.CoreV1().Secrets(w.NS).Create(w.Ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{core.LabelRevision: "true"}},
 		StringData: map[string]string{"PASSWORD": name},
 	}, metav1.CreateOptions{})
 	if err != nil {
-		w.t.Fatalf("create Secret %s: %v", name, err)
+		w.T.Fatalf("create Secret %s: %v", name, err)
 	}
 	return s
 }
 
-// revisions lists the names of the namespace's opted-in ConfigMaps.
-func (w *world) revisions() map[string]bool {
-	w.t.Helper()
-	list, err := w.kc.CoreV1().ConfigMaps(w.ns).List(w.ctx, metav1.ListOptions{LabelSelector: core.LabelRevision + "=true"})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	out := map[string]bool{}
-	for _, cm := range list.Items {
-		out[cm.Name] = true
-	}
-	return out
-}
-
-// waitGone waits until get answers NotFound.
-func (w *world) waitGone(what string, get func() error) {
-	w.t.Helper()
-	w.eventually(what+" deleted", func() error {
-		if err := get(); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("%s still there (err %v)", what, err)
-		}
-		return nil
-	})
-}
-
 func (w *world) waitConfigMapGone(name string) {
-	w.t.Helper()
-	w.waitGone("ConfigMap "+name, func() error {
-		_, err := w.kc.CoreV1().ConfigMaps(w.ns).Get(w.ctx, name, metav1.GetOptions{})
+	w.T.Helper()
+	w.WaitGone("ConfigMap "+name, func() error {
+		_, err := w.Kube.CoreV1().ConfigMaps(w.NS).Get(w.Ctx, name, metav1.GetOptions{})
 		return err
 	})
 }
 
 // mustExist fails unless the ConfigMap exists.
 func (w *world) mustExist(name string) *corev1.ConfigMap {
-	w.t.Helper()
-	cm, err := w.kc.CoreV1().ConfigMaps(w.ns).Get(w.ctx, name, metav1.GetOptions{})
+	w.T.Helper()
+	cm, err := w.Kube.CoreV1().ConfigMaps(w.NS).Get(w.Ctx, name, metav1.GetOptions{})
 	if err != nil {
-		w.t.Fatalf("ConfigMap %s: %v", name, err)
+		w.T.Fatalf("ConfigMap %s: %v", name, err)
 	}
 	return cm
 }
@@ -224,23 +120,23 @@ func (w *world) mustExist(name string) *corev1.ConfigMap {
 // dumpState logs the Rollouts, ReplicaSets, revisions and controller logs of a failed test.
 func (w *world) dumpState() {
 	ctx := context.Background()
-	if list, err := w.dc.Resource(core.RolloutGVR).Namespace(w.ns).List(ctx, metav1.ListOptions{}); err == nil {
+	if list, err := w.Dynamic.Resource(core.RolloutGVR).Namespace(w.NS).List(ctx, metav1.ListOptions{}); err == nil {
 		for _, ro := range list.Items {
-			w.t.Logf("Rollout %s: %s", ro.GetName(), argorollouts.MarshalStatus(&ro))
+			w.T.Logf("Rollout %s: %s", ro.GetName(), argorollouts.MarshalStatus(&ro))
 		}
 	}
-	if list, err := w.kc.AppsV1().ReplicaSets(w.ns).List(ctx, metav1.ListOptions{}); err == nil {
+	if list, err := w.Kube.AppsV1().ReplicaSets(w.NS).List(ctx, metav1.ListOptions{}); err == nil {
 		for _, rs := range list.Items {
-			w.t.Logf("ReplicaSet %s (%s): spec %d, ready %d, uses %v %v", rs.Name, rs.UID, *rs.Spec.Replicas, rs.Status.ReadyReplicas,
+			w.T.Logf("ReplicaSet %s (%s): spec %d, ready %d, uses %v %v", rs.Name, rs.UID, *rs.Spec.Replicas, rs.Status.ReadyReplicas,
 				argorollouts.ConfigMapsOf(rs.Spec.Template.Spec), argorollouts.SecretsOf(rs.Spec.Template.Spec))
 		}
 	}
-	if list, err := w.kc.CoreV1().ConfigMaps(w.ns).List(ctx, metav1.ListOptions{}); err == nil {
+	if list, err := w.Kube.CoreV1().ConfigMaps(w.NS).List(ctx, metav1.ListOptions{}); err == nil {
 		for _, cm := range list.Items {
-			w.t.Logf("ConfigMap %s owners %v", cm.Name, cm.OwnerReferences)
+			w.T.Logf("ConfigMap %s owners %v", cm.Name, cm.OwnerReferences)
 		}
 	}
-	w.t.Logf("---- rollouts-controller log ----\n%s", cp.LogTail("rollouts-controller", 40))
+	w.T.Logf("---- rollouts-controller log ----\n%s", cp.LogTail("rollouts-controller", 40))
 }
 
 // recorder watches one namespace: deletion times of ReplicaSets, ConfigMaps and

@@ -17,7 +17,7 @@ import (
 func TestDeletingTheApplicationLeavesNoRevision(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "delete")
-	w.serveWatcher()
+	w.ServeWatcher()
 	var revs []string
 	for v := 1; v <= 2; v++ {
 		sha := w.commit("config version "+itoa(v), webFiles("web", v))
@@ -29,19 +29,19 @@ func TestDeletingTheApplicationLeavesNoRevision(t *testing.T) {
 		w.waitOwned(cm, rs)
 		revs = append(revs, cm)
 	}
-	if got := w.revisions(); len(got) != 2 {
+	if got := w.Revisions(); len(got) != 2 {
 		t.Fatalf("revisions before the delete: %v, want %v", got, revs)
 	}
-	if err := acd.Delete(w.ctx, w.app); err != nil {
+	if err := acd.Delete(w.Ctx, w.app); err != nil {
 		t.Fatal(err)
 	}
-	w.waitGone("Application "+w.app, func() error { _, err := acd.Get(w.ctx, w.app); return err })
-	w.eventually("no ReplicaSet and no revision left", func() error {
-		rss, err := w.kc.AppsV1().ReplicaSets(w.ns).List(w.ctx, metav1.ListOptions{})
+	w.WaitGone("Application "+w.app, func() error { _, err := acd.Get(w.Ctx, w.app); return err })
+	w.Eventually("no ReplicaSet and no revision left", func() error {
+		rss, err := w.Kube.AppsV1().ReplicaSets(w.NS).List(w.Ctx, metav1.ListOptions{})
 		if err != nil {
 			return err
 		}
-		cms, err := w.kc.CoreV1().ConfigMaps(w.ns).List(w.ctx, metav1.ListOptions{LabelSelector: core.LabelRevision + "=true"})
+		cms, err := w.Kube.CoreV1().ConfigMaps(w.NS).List(w.Ctx, metav1.ListOptions{LabelSelector: core.LabelRevision + "=true"})
 		if err != nil {
 			return err
 		}

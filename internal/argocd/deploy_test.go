@@ -46,7 +46,7 @@ func TestAppOfAppsSyncsTheChartAndTheArgoEventsObjects(t *testing.T) {
 	}
 	sha := w.commit("the project's deploy files", files)
 	root := readApp(t, filepath.Join(w.repo.Dir(), "deploy/argocd/app-of-apps.yaml"))
-	if err := acd.Create(w.ctx, root); err != nil {
+	if err := acd.Create(w.Ctx, root); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = acd.Delete(context.Background(), root.GetName()) })
@@ -64,20 +64,20 @@ func TestAppOfAppsSyncsTheChartAndTheArgoEventsObjects(t *testing.T) {
 		{schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "sensors"}, "argo-events", "configmap-attacher"},
 		{schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "rollouts"}, "shop", "web"},
 	} {
-		if _, err := w.dc.Resource(o.gvr).Namespace(o.ns).Get(w.ctx, o.name, metav1.GetOptions{}); err != nil {
+		if _, err := w.Dynamic.Resource(o.gvr).Namespace(o.ns).Get(w.Ctx, o.name, metav1.GetOptions{}); err != nil {
 			t.Errorf("%s %s/%s: %v", o.gvr.Resource, o.ns, o.name, err)
 		}
 	}
 	// No drift: a new refresh compares again and finds nothing to sync.
 	for _, name := range apps {
-		if err := acd.Refresh(w.ctx, name); err != nil {
+		if err := acd.Refresh(w.Ctx, name); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, name := range apps {
 		w.waitAppSynced(name, sha)
-		w.eventually("every resource of "+name+" Healthy but those waiting for a controller not run here", func() error {
-			app, err := acd.Get(w.ctx, name)
+		w.Eventually("every resource of "+name+" Healthy but those waiting for a controller not run here", func() error {
+			app, err := acd.Get(w.Ctx, name)
 			if err != nil {
 				return err
 			}
@@ -104,9 +104,9 @@ var noController = map[string][]string{
 // waitAppSynced waits until Application name is Synced at sha with nothing out of sync
 // and no refresh pending.
 func (w *world) waitAppSynced(name, sha string) {
-	w.t.Helper()
-	w.eventually("Application "+name+" Synced at "+sha[:8], func() error {
-		app, err := acd.Get(w.ctx, name)
+	w.T.Helper()
+	w.Eventually("Application "+name+" Synced at "+sha[:8], func() error {
+		app, err := acd.Get(w.Ctx, name)
 		if err != nil {
 			return err
 		}

@@ -21,7 +21,7 @@ import (
 func TestReplaceSyncDropsOwnersAndTheServiceRestoresThem(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "replace")
-	srv := w.serveWatcher()
+	srv := w.ServeWatcher()
 	sha := w.commit("config version 1", webFiles("web", 1))
 	w.createApp(argocd.App{Path: "web", SyncOptions: []string{"ServerSideApply=true"}, ServerSideDiff: true})
 	w.waitHealthy(sha)
@@ -35,14 +35,14 @@ func TestReplaceSyncDropsOwnersAndTheServiceRestoresThem(t *testing.T) {
 	if now, _ := w.current("web"); now != cm {
 		t.Fatalf("the annotation changed the generated name: %s -> %s", cm, now)
 	}
-	w.eventually("the PUT seen dropping the ownerReferences", func() error {
+	w.Eventually("the PUT seen dropping the ownerReferences", func() error {
 		if n := w.rec.droppedOwners(cm); n == 0 {
 			return fmt.Errorf("revision %s never seen without owners", cm)
 		}
 		return nil
 	})
 	w.waitOwned(cm, rs)
-	w.eventually("an Attached Event for the restored owner", func() error {
+	w.Eventually("an Attached Event for the restored owner", func() error {
 		if n := w.attachedEvents(cm); n <= events {
 			return fmt.Errorf("%d Attached Events, %d before the replace", n, events)
 		}
@@ -56,11 +56,11 @@ func TestReplaceSyncDropsOwnersAndTheServiceRestoresThem(t *testing.T) {
 
 // attachedEvents counts the Attached Events (sum of their counts) on ConfigMap name.
 func (w *world) attachedEvents(name string) int {
-	w.t.Helper()
-	list, err := w.kc.CoreV1().Events(w.ns).List(w.ctx, metav1.ListOptions{
+	w.T.Helper()
+	list, err := w.Kube.CoreV1().Events(w.NS).List(w.Ctx, metav1.ListOptions{
 		FieldSelector: "involvedObject.kind=ConfigMap,involvedObject.name=" + name + ",reason=Attached"})
 	if err != nil {
-		w.t.Fatal(err)
+		w.T.Fatal(err)
 	}
 	n := 0
 	for _, e := range list.Items {

@@ -27,7 +27,7 @@ func TestSyncKeepsRevisionsUntilTheirReplicaSetsGo(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			w := newWorld(t, "sync-"+tc.name[:6])
-			w.serveWatcher()
+			w.ServeWatcher()
 			threeCommits(w, tc.app)
 		})
 	}
@@ -36,7 +36,7 @@ func TestSyncKeepsRevisionsUntilTheirReplicaSetsGo(t *testing.T) {
 // threeCommits runs the three commits of new config and their checks; it returns the
 // last commit's revision and ReplicaSet.
 func threeCommits(w *world, app argocd.App) (string, *appsv1.ReplicaSet) {
-	w.t.Helper()
+	w.T.Helper()
 	var names []string
 	var owners []*appsv1.ReplicaSet
 	for v := 1; v <= 3; v++ {
@@ -47,18 +47,18 @@ func threeCommits(w *world, app argocd.App) (string, *appsv1.ReplicaSet) {
 		}
 		st := w.waitHealthy(sha)
 		if len(st.Pruned) > 0 {
-			w.t.Fatalf("commit %d: the sync pruned %v", v, st.Pruned)
+			w.T.Fatalf("commit %d: the sync pruned %v", v, st.Pruned)
 		}
 		cm, rs := w.current("web")
 		w.waitOwned(cm, rs)
 		created, owned := w.rec.at("ConfigMap", cm)
 		rsCreated, _ := w.rec.at("ReplicaSet", rs.Name)
-		report(w.t.Name()+" commit "+itoa(v)+": revision created -> owned", "%s (ReplicaSet created -> owned %s)",
+		report(w.T.Name()+" commit "+itoa(v)+": revision created -> owned", "%s (ReplicaSet created -> owned %s)",
 			owned.Sub(created).Round(ms), owned.Sub(rsCreated).Round(ms))
 		names, owners = append(names, cm), append(owners, rs)
 		if v >= 2 {
 			if names[v-1] == names[v-2] {
-				w.t.Fatalf("commit %d: the generated name did not change (%s)", v, cm)
+				w.T.Fatalf("commit %d: the generated name did not change (%s)", v, cm)
 			}
 			// Dropped from Git by this commit and synced with prune: still here, owned.
 			w.mustBeOwned(names[v-2], owners[v-2])
@@ -69,21 +69,21 @@ func threeCommits(w *world, app argocd.App) (string, *appsv1.ReplicaSet) {
 	// Until then, the revision is never found gone while the ReplicaSet is still live
 	// (looked up in that order: a revision gone before a live ReplicaSet is a violation).
 	first, rs1 := names[0], owners[0]
-	w.waitGone("ReplicaSet "+rs1.Name, func() error {
-		_, cmErr := w.kc.CoreV1().ConfigMaps(w.ns).Get(w.ctx, first, metav1.GetOptions{})
-		rs, err := w.kc.AppsV1().ReplicaSets(w.ns).Get(w.ctx, rs1.Name, metav1.GetOptions{})
+	w.WaitGone("ReplicaSet "+rs1.Name, func() error {
+		_, cmErr := w.Kube.CoreV1().ConfigMaps(w.NS).Get(w.Ctx, first, metav1.GetOptions{})
+		rs, err := w.Kube.AppsV1().ReplicaSets(w.NS).Get(w.Ctx, rs1.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(cmErr) && err == nil && rs.DeletionTimestamp == nil {
-			w.t.Fatalf("revision %s deleted while its ReplicaSet %s is live", first, rs1.Name)
+			w.T.Fatalf("revision %s deleted while its ReplicaSet %s is live", first, rs1.Name)
 		}
 		return err
 	})
-	w.waitGone("revision "+first, func() error {
-		_, err := w.kc.CoreV1().ConfigMaps(w.ns).Get(w.ctx, first, metav1.GetOptions{})
+	w.WaitGone("revision "+first, func() error {
+		_, err := w.Kube.CoreV1().ConfigMaps(w.NS).Get(w.Ctx, first, metav1.GetOptions{})
 		return err
 	})
 	w.mustBeOwned(names[1], owners[1])
 	if st, err := w.status(); err != nil || st.Sync != "Synced" || len(st.OutOfSync) > 0 {
-		w.t.Fatalf("after the garbage collection: %s (%v)", st, err)
+		w.T.Fatalf("after the garbage collection: %s (%v)", st, err)
 	}
 	return names[2], owners[2]
 }
@@ -103,10 +103,10 @@ func TestWithoutTheServiceArgoCDPrunesTheDroppedRevision(t *testing.T) {
 	w.waitHealthy(sha)
 	// Nothing else deletes it here: no owner, no service (the last operation's result may
 	// be a later selfHeal sync at the same commit, so it is not read for the prune).
-	if _, err := w.kc.CoreV1().ConfigMaps(w.ns).Get(w.ctx, first, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := w.Kube.CoreV1().ConfigMaps(w.NS).Get(w.Ctx, first, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("revision %s: %v, want it pruned", first, err)
 	}
-	if _, err := w.kc.AppsV1().ReplicaSets(w.ns).Get(w.ctx, rs1.Name, metav1.GetOptions{}); err != nil {
+	if _, err := w.Kube.AppsV1().ReplicaSets(w.NS).Get(w.Ctx, rs1.Name, metav1.GetOptions{}); err != nil {
 		t.Fatalf("its ReplicaSet %s: %v, want it kept in history", rs1.Name, err)
 	}
 }

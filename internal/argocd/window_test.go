@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/argocd"
+	"github.com/configmap-attacher/configmap-attacher/internal/server"
 )
 
 // TestACommitRightAfterTheReplicaSetDoesNotPruneItsRevision measures the window before
@@ -23,9 +24,9 @@ func TestACommitRightAfterTheReplicaSetDoesNotPruneItsRevision(t *testing.T) {
 		name  string
 		serve func(*world)
 	}{
-		{"watcher", func(w *world) { w.serveWatcher() }},
-		{"argo-events-grpc", (*world).serveArgoSensor},
-		{"eventbus", (*world).serveArgoEventBus},
+		{"watcher", func(w *world) { w.ServeWatcher() }},
+		{"argo-events-grpc", func(w *world) { w.ServeArgoSensor(server.Options{}, nil) }},
+		{"eventbus", func(w *world) { w.ServeArgoEventBus() }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -37,7 +38,7 @@ func TestACommitRightAfterTheReplicaSetDoesNotPruneItsRevision(t *testing.T) {
 }
 
 func commitRightAfterTheReplicaSet(w *world) {
-	t := w.t
+	t := w.T
 	sha := w.commit("config version 1", webFiles("web", 1))
 	w.createApp(argocd.App{Path: "web"})
 	w.waitHealthy(sha)
@@ -48,7 +49,7 @@ func commitRightAfterTheReplicaSet(w *world) {
 	sha3 := w.commit("config version 3", webFiles("web", 3))
 	committed := time.Now()
 	var syncStart, syncSeen time.Time
-	w.eventually("the sync of commit 3 started", func() error {
+	w.Eventually("the sync of commit 3 started", func() error {
 		st, err := w.status()
 		if err != nil {
 			return err
@@ -76,10 +77,10 @@ func commitRightAfterTheReplicaSet(w *world) {
 
 // newReplicaSet waits for a ReplicaSet other than old to appear and returns it.
 func (w *world) newReplicaSet(old *appsv1.ReplicaSet) *appsv1.ReplicaSet {
-	w.t.Helper()
+	w.T.Helper()
 	var rs *appsv1.ReplicaSet
-	w.eventually("a new ReplicaSet", func() error {
-		list, err := w.kc.AppsV1().ReplicaSets(w.ns).List(w.ctx, metav1.ListOptions{})
+	w.Eventually("a new ReplicaSet", func() error {
+		list, err := w.Kube.AppsV1().ReplicaSets(w.NS).List(w.Ctx, metav1.ListOptions{})
 		if err != nil {
 			return err
 		}
