@@ -81,6 +81,9 @@ func adoption(rep *StatusReport, snap *gc.Snapshot, others []gc.Revision, inPlan
 	seenFix := map[string]bool{}
 	for i := range snap.Workloads {
 		w := &snap.Workloads[i]
+		if w.Kind == "ControllerRevision" {
+			continue // an earlier template: what it names may rightly be gone
+		}
 		for _, ref := range w.Refs {
 			key := string(ref.Kind) + "/" + ref.Name
 			if _, ok := inPlan[key]; ok || ref.Name == rootCA || (ref.Kind == core.KindSecret && !secrets) {

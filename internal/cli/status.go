@@ -232,6 +232,8 @@ func BuildStatus(snap *gc.Snapshot, plan *gc.Plan, others []gc.Revision, secrets
 			}
 			g := group(kind, name)
 			g.ReplicaSets = append(g.ReplicaSets, rs)
+		case "ControllerRevision":
+			continue // template history: it keeps revisions, it is not a workload to show
 		case "Pod":
 			if c := controllerOf(w.OwnerReferences); c != nil && c.Kind == "ReplicaSet" {
 				continue // folded under its ReplicaSet (ready/desired)

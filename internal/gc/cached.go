@@ -133,6 +133,8 @@ func fromCached(o any) (Workload, bool, error) {
 		return FromCronJob(v), true, nil
 	case *corev1.Pod:
 		return FromPod(v), true, nil
+	case *appsv1.ControllerRevision:
+		return FromControllerRevision(v), true, nil
 	case *unstructured.Unstructured:
 		w, err := FromRollout(v)
 		if err != nil {

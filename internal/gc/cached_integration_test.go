@@ -74,7 +74,7 @@ func TestCachedSweepSendsNoListInSteadyState(t *testing.T) {
 		name                          string
 		deleted, lists, gets, deletes int
 	}{
-		{name: "sweep with two orphans: confirmed by a live plan", deleted: 2, lists: 9, gets: 11, deletes: 2},
+		{name: "sweep with two orphans: confirmed by a live plan", deleted: 2, lists: 10, gets: 12, deletes: 2},
 		{name: "steady state: nothing to do, no request", deleted: 0, lists: 0, gets: 0, deletes: 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"sync/atomic"
 	"testing"
@@ -30,7 +31,12 @@ import (
 
 var sharedCP *controlplane.ControlPlane
 
-func TestMain(m *testing.M) { os.Exit(controlplane.TestMain(m, &sharedCP)) }
+// TestMain starts the control plane with the StatefulSet controller too: its
+// ControllerRevisions (template history) are real.
+func TestMain(m *testing.M) {
+	controllers := append(slices.Clone(controlplane.DefaultControllers), "statefulset-controller")
+	os.Exit(controlplane.TestMainWith(m, &sharedCP, controlplane.Options{Controllers: controllers}))
+}
 
 var seq atomic.Int64
 

@@ -10,6 +10,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -26,7 +27,8 @@ func planOne(t *testing.T, k core.Kind, ws ...gc.Workload) gc.Item {
 	s := &gc.Snapshot{Namespace: "shop", Listed: map[schema.GroupKind]bool{}, Live: map[types.UID]bool{}}
 	for _, gk := range []schema.GroupKind{{Group: "apps", Kind: "ReplicaSet"}, {Group: "apps", Kind: "Deployment"},
 		{Group: "apps", Kind: "StatefulSet"}, {Group: "apps", Kind: "DaemonSet"}, {Group: "batch", Kind: "Job"},
-		{Group: "batch", Kind: "CronJob"}, {Group: "", Kind: "Pod"}, {Group: "argoproj.io", Kind: "Rollout"}} {
+		{Group: "batch", Kind: "CronJob"}, {Group: "", Kind: "Pod"}, {Group: "argoproj.io", Kind: "Rollout"},
+		{Group: "apps", Kind: "ControllerRevision"}} {
 		s.Listed[gk] = true
 	}
 	for _, w := range ws {
@@ -46,6 +48,18 @@ func podWith(mut func(*corev1.PodSpec)) *corev1.Pod {
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app"}}}}
 	mut(&p.Spec)
 	return p
+}
+
+var isController = true
+
+// revisionWith is a StatefulSet's ControllerRevision whose data holds spec as its template.
+func revisionWith(t *testing.T, spec corev1.PodSpec) *appsv1.ControllerRevision {
+	t.Helper()
+	raw, err := core.EncodeRevisionTemplate(&corev1.PodTemplateSpec{Spec: spec})
+	require.NoError(t, err)
+	return &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Name: "db-5d8f", Namespace: "shop", UID: "cr-uid",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db", UID: "sts-uid", Controller: &isController}}},
+		Data: runtime.RawExtension{Raw: raw}, Revision: 1}
 }
 
 func deploymentWith(mut func(*corev1.PodSpec)) *appsv1.Deployment {
@@ -78,6 +92,12 @@ func TestGCKeepsAReferencedRevision(t *testing.T) {
 					ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "rev-1"}, Key: "k"}}}}}}}}}}}})},
 		{"CronJob jobTemplate annotation", core.KindConfigMap, gc.FromCronJob(&batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Name: "c", UID: "cj-uid"},
 			Spec: batchv1.CronJobSpec{JobTemplate: batchv1.JobTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{core.AnnotationConfigMaps: " x , rev-1 "}}}}})},
+		{"StatefulSet ControllerRevision (an earlier template, rollout undo)", core.KindConfigMap, gc.FromControllerRevision(revisionWith(t, corev1.PodSpec{
+			Volumes: []corev1.Volume{{Name: "v", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "rev-1"}}}}}}))},
+		{"DaemonSet ControllerRevision envFrom", core.KindSecret, gc.FromControllerRevision(revisionWith(t, corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "app", EnvFrom: []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "rev-1"}}}}}}}))},
 		{"terminating ReplicaSet", core.KindConfigMap, gc.FromReplicaSet(&appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "rs", UID: "rs-uid", DeletionTimestamp: &metav1.Time{Time: brkNow}},
 			Spec: appsv1.ReplicaSetSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Volumes: []corev1.Volume{{Name: "v", VolumeSource: corev1.VolumeSource{
 				ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "rev-1"}}}}}}}}})},

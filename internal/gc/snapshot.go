@@ -117,10 +117,14 @@ var (
 	GKCronJob     = schema.GroupKind{Group: "batch", Kind: "CronJob"}
 	GKPod         = schema.GroupKind{Group: "", Kind: "Pod"}
 	GKRollout     = schema.GroupKind{Group: core.RolloutGroup, Kind: core.RolloutKind}
+	// GKControllerRevision: a StatefulSet's or DaemonSet's template history, which
+	// `kubectl rollout undo` brings back as old ReplicaSets do a Deployment's.
+	GKControllerRevision = schema.GroupKind{Group: "apps", Kind: "ControllerRevision"}
 )
 
 // WorkloadKinds are the group/kinds a complete Snapshot lists (docs/design.md, safety rule 7).
-var WorkloadKinds = []schema.GroupKind{GKReplicaSet, GKDeployment, GKRollout, GKStatefulSet, GKDaemonSet, GKJob, GKCronJob, GKPod}
+var WorkloadKinds = []schema.GroupKind{GKReplicaSet, GKDeployment, GKRollout, GKStatefulSet, GKDaemonSet, GKJob, GKCronJob, GKPod,
+	GKControllerRevision}
 
 func newWorkload(apiVersion, kind string, m *metav1.ObjectMeta, tmplAnn map[string]string, spec *corev1.PodSpec) Workload {
 	w := Workload{APIVersion: apiVersion, Kind: kind, Name: m.Name, UID: m.UID, Created: m.CreationTimestamp.Time,
@@ -208,6 +212,20 @@ func FromCronJob(c *batchv1.CronJob) Workload {
 	w := newWorkload("batch/v1", "CronJob", &c.ObjectMeta, t.Annotations, &t.Spec)
 	w.Refs = append(w.Refs, annotationRefs(c.Spec.JobTemplate.Annotations)...)
 	return w
+}
+
+// FromControllerRevision converts a ControllerRevision: the pod template its data holds
+// (a StatefulSet's or DaemonSet's earlier template, core.RevisionTemplate) is what it
+// references. Its own annotations are its controller's, not the user's, and count for
+// nothing; data that holds no pod template references nothing.
+func FromControllerRevision(cr *appsv1.ControllerRevision) Workload {
+	m := metav1.ObjectMeta{Name: cr.Name, UID: cr.UID, CreationTimestamp: cr.CreationTimestamp,
+		DeletionTimestamp: cr.DeletionTimestamp, OwnerReferences: cr.OwnerReferences}
+	t, err := core.RevisionTemplate(cr)
+	if err != nil || t == nil {
+		return newWorkload("apps/v1", "ControllerRevision", &m, nil, nil)
+	}
+	return newWorkload("apps/v1", "ControllerRevision", &m, t.Annotations, &t.Spec)
 }
 
 // FromPod converts a Pod (its spec, ephemeral containers included).

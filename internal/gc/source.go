@@ -129,6 +129,17 @@ func (l LiveSource) Snapshot(ctx context.Context, ns string) (*Snapshot, error) 
 			return listed{GKDaemonSet, ws}, nil
 		},
 		func(ctx context.Context) (listed, error) {
+			list, err := apps.ControllerRevisions(ns).List(ctx, opts)
+			if err != nil {
+				return listed{}, listErr("listing ControllerRevisions in "+ns, err)
+			}
+			ws := make([]Workload, len(list.Items))
+			for i := range list.Items {
+				ws[i] = FromControllerRevision(&list.Items[i])
+			}
+			return listed{GKControllerRevision, ws}, nil
+		},
+		func(ctx context.Context) (listed, error) {
 			list, err := batch.Jobs(ns).List(ctx, opts)
 			if err != nil {
 				return listed{}, listErr("listing Jobs in "+ns, err)
