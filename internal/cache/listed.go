@@ -14,7 +14,7 @@ const ListedIndex = "configmap-attacher.io/listed"
 // computes them.
 func listedIndexFunc(obj any) ([]string, error) {
 	if r, ok := obj.(*record); ok {
-		return values(r.listed), nil
+		return r.listed(), nil
 	}
 	return core.ListedKeys(obj), nil
 }

@@ -20,10 +20,10 @@ import (
 
 // The stored form (docs/design.md, "The cache representation"): the typed informers
 // hold a record per workload and the config informers a metaRecord per ConfigMap or
-// Secret, never a Kubernetes struct. A record keeps the lean metadata as a
-// metav1.ObjectMeta (key functions, the namespace index and the watcher read it through
-// metav1.Object) and the rest of the lean object as its protobuf encoding, decoded into
-// a fresh object on every read: a reader always gets its own copy.
+// Secret, never a Kubernetes struct. A record keeps the lean metadata as a storedMeta
+// (name and namespace, the rest protobuf; key functions, the namespace index and the
+// watcher read it through metav1.Object) and the rest of the lean object as its protobuf
+// encoding, decoded into a fresh object on every read: a reader always gets its own copy.
 
 // recordKind says which Kubernetes type a record's body encodes.
 type recordKind uint8
@@ -85,12 +85,15 @@ func kindOf(obj any) (recordKind, bool) {
 // object's protobuf encoding without its metadata, and the uses and listed index keys
 // computed once, when it was stored.
 type record struct {
-	metav1.ObjectMeta
-	kind   recordKind
-	body   []byte
-	uses   []unique.Handle[string] // core.UsesKeys
-	listed []unique.Handle[string] // core.ListedKeys
+	storedMeta
+	body  []byte
+	keys  []unique.Handle[string] // core.UsesKeys, then core.ListedKeys
+	nUses uint32                  // how many of keys are uses keys
+	kind  recordKind
 }
+
+func (r *record) uses() []string   { return values(r.keys[:r.nUses]) }
+func (r *record) listed() []string { return values(r.keys[r.nUses:]) }
 
 // errNotRecord is returned by decode for a value that is not a stored record.
 var errNotRecord = errors.New("cache: not a stored record")
@@ -110,35 +113,38 @@ func toRecord(obj any) (any, error) {
 		return lean, nil
 	}
 	o := lean.(protoObject)
-	r := &record{kind: kind, uses: handles(core.UsesKeys(o)), listed: handles(core.ListedKeys(o))}
+	uses := core.UsesKeys(o)
+	r := &record{kind: kind, keys: handles(append(uses, core.ListedKeys(o)...)), nUses: uint32(len(uses))}
 	m := o.GetObjectMeta().(*metav1.ObjectMeta)
-	r.ObjectMeta = *m
-	internMeta(&r.ObjectMeta)
+	if err := r.setObjectMeta(m); err != nil {
+		return nil, fmt.Errorf("cache: encoding %s/%s: %w", m.Namespace, m.Name, err)
+	}
 	*m = metav1.ObjectMeta{}
 	if r.body, err = o.Marshal(); err != nil {
-		return nil, fmt.Errorf("cache: encoding %s/%s: %w", r.Namespace, r.Name, err)
+		return nil, fmt.Errorf("cache: encoding %s/%s: %w", r.namespace, r.name, err)
 	}
 	return r, nil
 }
 
-// object decodes the record into a fresh Kubernetes object (its metadata a deep copy).
+// object decodes the record into a fresh Kubernetes object.
 func (r *record) object() (protoObject, error) {
 	o := newOfKind[r.kind]()
 	if err := o.Unmarshal(r.body); err != nil {
-		return nil, fmt.Errorf("cache: decoding %s/%s: %w", r.Namespace, r.Name, err)
+		return nil, fmt.Errorf("cache: decoding %s/%s: %w", r.namespace, r.name, err)
 	}
-	r.ObjectMeta.DeepCopyInto(o.GetObjectMeta().(*metav1.ObjectMeta))
+	if err := r.decodeInto(o.GetObjectMeta().(*metav1.ObjectMeta)); err != nil {
+		return nil, fmt.Errorf("cache: decoding the metadata of %s/%s: %w", r.namespace, r.name, err)
+	}
 	return o, nil
 }
 
 // GetObjectKind implements runtime.Object (a record carries no type metadata).
 func (r *record) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
 
-// DeepCopyObject implements runtime.Object; the body and keys are never written, so
-// the copy shares them.
+// DeepCopyObject implements runtime.Object; the encodings and keys are never written in
+// place, so the copy shares them.
 func (r *record) DeepCopyObject() runtime.Object {
 	out := *r
-	r.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	return &out
 }
 
@@ -146,7 +152,7 @@ func (r *record) DeepCopyObject() runtime.Object {
 // the lean metadata without its labels, which are kept as interned key, value pairs
 // (a revision's labels repeat across thousands of objects), and the type metadata.
 type metaRecord struct {
-	metav1.ObjectMeta
+	storedMeta
 	typ    unique.Handle[metav1.TypeMeta]
 	labels []unique.Handle[string] // key, value, key, value, ... (nil: no labels map)
 }
@@ -164,16 +170,25 @@ func toMetaRecord(obj any) (any, error) {
 	if !ok {
 		return lean, nil
 	}
-	r := &metaRecord{ObjectMeta: m.ObjectMeta, typ: unique.Make(m.TypeMeta)}
-	r.Labels = nil
-	if m.Labels != nil {
-		r.labels = make([]unique.Handle[string], 0, 2*len(m.Labels))
-		for _, k := range slices.Sorted(maps.Keys(m.Labels)) {
-			r.labels = append(r.labels, unique.Make(k), unique.Make(m.Labels[k]))
+	r := &metaRecord{typ: unique.Make(m.TypeMeta)}
+	r.SetLabels(m.Labels)
+	rest := m.ObjectMeta
+	rest.Labels = nil
+	if err := r.setObjectMeta(&rest); err != nil {
+		return nil, fmt.Errorf("cache: encoding %s/%s: %w", m.Namespace, m.Name, err)
+	}
+	return r, nil
+}
+
+// SetLabels implements metav1.Object.
+func (r *metaRecord) SetLabels(labels map[string]string) {
+	r.labels = nil
+	if labels != nil {
+		r.labels = make([]unique.Handle[string], 0, 2*len(labels))
+		for _, k := range slices.Sorted(maps.Keys(labels)) {
+			r.labels = append(r.labels, unique.Make(k), unique.Make(labels[k]))
 		}
 	}
-	internMeta(&r.ObjectMeta)
-	return r, nil
 }
 
 // GetLabels implements metav1.Object with a fresh map of the labels.
@@ -200,8 +215,7 @@ func (r *metaRecord) label(key string) (string, bool) {
 
 // partial returns the stored metadata as a fresh PartialObjectMetadata.
 func (r *metaRecord) partial() *metav1.PartialObjectMetadata {
-	out := &metav1.PartialObjectMetadata{TypeMeta: r.typ.Value()}
-	r.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	out := &metav1.PartialObjectMetadata{TypeMeta: r.typ.Value(), ObjectMeta: *r.objectMeta()}
 	out.Labels = r.GetLabels()
 	return out
 }
@@ -209,10 +223,10 @@ func (r *metaRecord) partial() *metav1.PartialObjectMetadata {
 // GetObjectKind implements runtime.Object.
 func (r *metaRecord) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
 
-// DeepCopyObject implements runtime.Object; the label handles are never written.
+// DeepCopyObject implements runtime.Object; the encoding and label handles are never
+// written in place.
 func (r *metaRecord) DeepCopyObject() runtime.Object {
 	out := *r
-	r.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	return &out
 }
 
@@ -252,8 +266,8 @@ func values(hs []unique.Handle[string]) []string {
 	return out
 }
 
-// interned holds one copy of the strings that repeat across objects and whose set is
-// small: namespaces and owner API versions and kinds.
+// interned holds one copy of each namespace name (they repeat across objects, and there
+// are few).
 var interned sync.Map // string -> string
 
 func intern(s string) string {
@@ -265,15 +279,4 @@ func intern(s string) string {
 	}
 	v, _ := interned.LoadOrStore(s, s)
 	return v.(string)
-}
-
-// internMeta interns m's namespace and owners' API versions and kinds, in a copy of its
-// ownerReferences (m may share them with the object it was reduced from).
-func internMeta(m *metav1.ObjectMeta) {
-	m.Namespace = intern(m.Namespace)
-	m.OwnerReferences = slices.Clone(m.OwnerReferences)
-	for i := range m.OwnerReferences {
-		m.OwnerReferences[i].APIVersion = intern(m.OwnerReferences[i].APIVersion)
-		m.OwnerReferences[i].Kind = intern(m.OwnerReferences[i].Kind)
-	}
 }

@@ -41,10 +41,10 @@ func TestRecordDecodesToTheLeanObjectEveryKind(t *testing.T) {
 			if !reflect.DeepEqual(got, lean) {
 				t.Errorf("decoded record differs from the lean object:\n got  %#v\n want %#v", got, lean)
 			}
-			assert.NotEmpty(t, r.uses)
-			assert.Equal(t, core.UsesKeys(lean), values(r.uses), "uses keys")
-			assert.NotEmpty(t, r.listed)
-			assert.Equal(t, core.ListedKeys(lean), values(r.listed), "listed keys")
+			assert.NotEmpty(t, r.uses())
+			assert.Equal(t, core.UsesKeys(lean), r.uses(), "uses keys")
+			assert.NotEmpty(t, r.listed())
+			assert.Equal(t, core.ListedKeys(lean), r.listed(), "listed keys")
 			again, err := toRecord(r)
 			require.NoError(t, err)
 			assert.Same(t, r, again, "a record passes through")

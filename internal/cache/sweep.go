@@ -117,9 +117,9 @@ func (c *Cache) RevisionNamespaces(kind core.Kind) ([]string, bool) {
 	}
 	seen := map[string]bool{}
 	for _, o := range inf.GetStore().List() {
-		if r, ok := o.(*metaRecord); ok && !seen[r.Namespace] {
+		if r, ok := o.(*metaRecord); ok && !seen[r.namespace] {
 			if v, _ := r.label(core.LabelRevision); v == "true" {
-				seen[r.Namespace] = true
+				seen[r.namespace] = true
 			}
 		}
 	}

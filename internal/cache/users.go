@@ -28,7 +28,7 @@ const (
 // computes them.
 func usesIndexFunc(obj any) ([]string, error) {
 	if r, ok := obj.(*record); ok {
-		return values(r.uses), nil
+		return r.uses(), nil
 	}
 	return core.UsesKeys(obj), nil
 }
