@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"testing"
 
@@ -22,7 +23,8 @@ import (
 // (same key function and indexes) with bench-shaped ReplicaSets and revision metadata,
 // each decoded from protobuf as a list delivers it and stored through the informers'
 // transform, and logs the live heap per object for the stored form (record, metaRecord)
-// and for the lean Kubernetes structs the informers stored before.
+// and for the lean Kubernetes structs the informers stored before; CACHE_MEMORY_PROFILE=P
+// writes the live heap's profile of each to P.0 and P.1.
 func TestMemoryPerStoredObject(t *testing.T) {
 	if os.Getenv("CACHE_MEMORY_EXPERIMENT") == "" {
 		t.Skip("an experiment: set CACHE_MEMORY_EXPERIMENT=1 to run it")
@@ -31,7 +33,7 @@ func TestMemoryPerStoredObject(t *testing.T) {
 	rsIndexers := toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc,
 		UsesIndex: usesIndexFunc, ControllerIndex: controllerIndexFunc, ListedIndex: listedIndexFunc}
 	revIndexers := toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc}
-	for _, tc := range []struct {
+	for i, tc := range []struct {
 		name               string
 		workload, revision toolscache.TransformFunc
 	}{
@@ -51,9 +53,22 @@ func TestMemoryPerStoredObject(t *testing.T) {
 		after := liveHeap()
 		t.Logf("%s: %d ReplicaSets %.0f B each (%.1f MiB), %d revisions %.0f B each (%.1f MiB), total %.1f MiB",
 			tc.name, nRS, float64(mid-before)/float64(nRS), mib(mid-before), nRev, float64(after-mid)/float64(nRev), mib(after-mid), mib(after-before))
+		if path := os.Getenv("CACHE_MEMORY_PROFILE"); path != "" {
+			writeHeapProfile(t, fmt.Sprintf("%s.%d", path, i))
+		}
 		runtime.KeepAlive(rs)
 		runtime.KeepAlive(revs)
 	}
+}
+
+// writeHeapProfile writes the live heap's profile to path (CACHE_MEMORY_PROFILE: which
+// allocations the stored objects are made of).
+func writeHeapProfile(t *testing.T, path string) {
+	f, err := os.Create(path)
+	require.NoError(t, err)
+	defer f.Close()
+	runtime.GC()
+	require.NoError(t, pprof.WriteHeapProfile(f))
 }
 
 // wireReplicaSet is the bench's ReplicaSet number i as a protobuf list delivers it.
