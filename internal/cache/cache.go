@@ -102,7 +102,8 @@ func New(clients *kube.Clients, opts Options) (*Cache, error) {
 	}
 	c := &Cache{clients: clients, opts: opts, log: log.With("component", "cache")}
 	// Every typed informer is a paged one (registerPagedInformers) whose list and watch
-	// deliver lean objects: the factory needs no transform.
+	// deliver the stored records (toRecord): the factory needs no transform, and its
+	// Listers cannot be used (they expect Kubernetes types; reads go through cached).
 	c.typed = informers.NewSharedInformerFactoryWithOptions(clients.Kube, opts.Resync, informers.WithNamespace(opts.Namespace))
 	lc, err := listClient(clients)
 	if err != nil {

@@ -194,7 +194,8 @@ func typedListWatches(kc kubernetes.Interface, ns string) []listWatch {
 }
 
 // registerPagedInformers makes the typed factory build its workload informers on
-// pagedLeanList; it must run before any of them is asked for.
+// pagedLeanList with toRecord (registered under the Kubernetes type, storing records);
+// it must run before any of them is asked for.
 func (c *Cache) registerPagedInformers(kc kubernetes.Interface) {
 	for _, lw := range typedListWatches(kc, c.opts.Namespace) {
 		c.typed.InformerFor(lw.obj, func(_ kubernetes.Interface, resync time.Duration) toolscache.SharedIndexInformer {
