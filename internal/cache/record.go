@@ -113,9 +113,9 @@ func toRecord(obj any) (any, error) {
 		return lean, nil
 	}
 	o := lean.(protoObject)
-	uses := core.UsesKeys(o)
-	r := &record{kind: kind, keys: handles(append(uses, core.ListedKeys(o)...)), nUses: uint32(len(uses))}
 	m := o.GetObjectMeta().(*metav1.ObjectMeta)
+	keys, nUses := indexKeys(o, m.Namespace)
+	r := &record{kind: kind, keys: keys, nUses: nUses}
 	if err := r.setObjectMeta(m); err != nil {
 		return nil, fmt.Errorf("cache: encoding %s/%s: %w", m.Namespace, m.Name, err)
 	}
@@ -124,6 +124,25 @@ func toRecord(obj any) (any, error) {
 		return nil, fmt.Errorf("cache: encoding %s/%s: %w", r.namespace, r.name, err)
 	}
 	return r, nil
+}
+
+// indexKeys returns core.UsesKeys of o followed by core.ListedKeys (from one
+// core.ObjectRefs), and how many are uses keys.
+func indexKeys(o any, namespace string) ([]unique.Handle[string], uint32) {
+	refs := core.ObjectRefs(o)
+	if len(refs) == 0 {
+		return nil, 0
+	}
+	keys := make([]unique.Handle[string], 0, len(refs))
+	for _, r := range refs {
+		keys = append(keys, unique.Make(core.UsesKey(r.Kind, namespace, r.Name)))
+	}
+	for _, r := range refs {
+		if r.Explicit {
+			keys = append(keys, unique.Make(core.UsesKey(r.Kind, namespace, r.Name)))
+		}
+	}
+	return keys, uint32(len(refs))
 }
 
 // object decodes the record into a fresh Kubernetes object.
@@ -242,17 +261,6 @@ func Decode(obj any) (any, error) {
 		return r.partial(), nil
 	}
 	return obj, nil
-}
-
-func handles(keys []string) []unique.Handle[string] {
-	if len(keys) == 0 {
-		return nil
-	}
-	out := make([]unique.Handle[string], len(keys))
-	for i, k := range keys {
-		out[i] = unique.Make(k)
-	}
-	return out
 }
 
 func values(hs []unique.Handle[string]) []string {
