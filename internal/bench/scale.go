@@ -13,8 +13,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/configmap-attacher/configmap-attacher/internal/bench/fixture"
 	"github.com/configmap-attacher/configmap-attacher/internal/cache"
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/gc"
@@ -42,32 +42,9 @@ type RSMemPoint struct {
 // (skipped: not opted in) as in a cluster whose ReplicaSets are all attached already.
 const sharedConfig = "app-config-shared"
 
-// realisticReplicaSet is a ReplicaSet (replicas 0) with a template of about 3 KiB as
-// the issue measured: two containers, twenty env vars, envFrom, three volumes.
+// realisticReplicaSet is fixture.RealisticReplicaSet mounting sharedConfig.
 func realisticReplicaSet(ns, name string) *appsv1.ReplicaSet {
-	rs := replicaSet(ns, name, sharedConfig)
-	rs.Labels["team"], rs.Labels["version"] = "payments", "v1.42.7"
-	rs.Annotations = map[string]string{core.DeploymentRevisionAnnotation: "7", "deployment.kubernetes.io/desired-replicas": "3",
-		"deployment.kubernetes.io/max-replicas": "4"}
-	var env []corev1.EnvVar
-	for i := 0; i < 20; i++ {
-		env = append(env, corev1.EnvVar{Name: fmt.Sprintf("SETTING_NUMBER_%02d", i), Value: fmt.Sprintf("some-configuration-value-%02d", i)})
-	}
-	res := corev1.ResourceRequirements{Requests: corev1.ResourceList{}, Limits: corev1.ResourceList{}}
-	app := &rs.Spec.Template.Spec.Containers[0]
-	app.Env, app.Resources = env, res
-	app.Command = []string{"/app/server", "--config=/etc/app/config.yaml", "--listen=:8080"}
-	app.VolumeMounts = []corev1.VolumeMount{{Name: "config", MountPath: "/etc/app"}, {Name: "tls", MountPath: "/etc/tls"}, {Name: "cache", MountPath: "/cache"}}
-	app.Ports = []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}, {Name: "metrics", ContainerPort: 9090}}
-	app.ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt32(8080)}}}
-	sidecar := corev1.Container{Name: "proxy", Image: "registry.invalid/proxy:2.3.1", Args: []string{"--upstream=127.0.0.1:8080", "--port=8443"},
-		Env: []corev1.EnvVar{{Name: "PROXY_MODE", Value: "tls"}}, VolumeMounts: []corev1.VolumeMount{{Name: "tls", MountPath: "/etc/tls"}}}
-	rs.Spec.Template.Spec.Containers = append(rs.Spec.Template.Spec.Containers, sidecar)
-	rs.Spec.Template.Spec.Volumes = []corev1.Volume{
-		{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: sharedConfig}}}},
-		{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "app-tls"}}},
-		{Name: "cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
-	return rs
+	return fixture.RealisticReplicaSet(ns, name, sharedConfig)
 }
 
 // rsMemory measures serve --watch's RSS and start-up time with RSLevels ReplicaSets in

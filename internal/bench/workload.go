@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/informers"
 	toolscache "k8s.io/client-go/tools/cache"
 
+	"github.com/configmap-attacher/configmap-attacher/internal/bench/fixture"
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 )
 
@@ -86,21 +87,8 @@ func (e *env) createRevisions(ctx context.Context, ns, prefix string, from, to, 
 	})
 }
 
-// replicaSet is a ReplicaSet with zero replicas (no pods) whose template references
-// the ConfigMap cm through envFrom. The pod-template-hash label makes the shipped
-// EventSource's deployment-replicasets event pick it up.
-func replicaSet(ns, name, cm string) *appsv1.ReplicaSet {
-	zero := int32(0)
-	l := map[string]string{"app": "bench", "pod-template-hash": name}
-	return &appsv1.ReplicaSet{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: l},
-		Spec: appsv1.ReplicaSetSpec{Replicas: &zero, Selector: &metav1.LabelSelector{MatchLabels: l},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: l}, Spec: corev1.PodSpec{
-				Containers: []corev1.Container{{Name: "app", Image: "registry.invalid/app:1",
-					EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{
-						LocalObjectReference: corev1.LocalObjectReference{Name: cm}}}}}}}}},
-	}
-}
+// replicaSet is fixture.ReplicaSet.
+func replicaSet(ns, name, cm string) *appsv1.ReplicaSet { return fixture.ReplicaSet(ns, name, cm) }
 
 // sample is one ReplicaSet's journey: created (before the Create call) and the first
 // time a watch saw an ownerReference on its ConfigMap.

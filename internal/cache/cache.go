@@ -3,14 +3,15 @@
 // workloads come from typed shared informers, Argo Rollouts from a dynamic informer
 // started once the CRD exists, and ConfigMaps and Secrets from metadata-only informers.
 // Every object is stored lean (see Lean): the metadata the core, the sweep and status
-// read and its pod template reduced to its references, and the initial lists are read
-// page by page (pagedLeanList), so memory follows the object count, not the templates.
+// read and its pod template reduced to its references, in a record of the cache's own
+// (record.go) that keeps the metadata and the rest as protobuf, and the initial lists are
+// read page by page (pagedLeanList), so memory follows the object count, not the templates.
 // A uses index on every workload informer maps a config object to the objects that use
 // it (core.Reader.Users); the sweep reads whole namespaces (gc.Store, sweep.go).
 //
 // A cache miss falls back to a live GET (a ReplicaSet announced by an event may be
 // newer than the cache), so the Reader is always correct and costs no request in the
-// common case. Objects returned are shared with the informers: never mutate them.
+// common case. Every object returned is decoded from the stored record: the caller's own copy.
 package cache
 
 import (
@@ -31,7 +32,6 @@ import (
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	appslisters "k8s.io/client-go/listers/apps/v1"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 
@@ -65,10 +65,8 @@ type Cache struct {
 	typed   informers.SharedInformerFactory
 	dynamic dynamicinformer.DynamicSharedInformerFactory
 
-	rsLister  appslisters.ReplicaSetLister
-	depLister appslisters.DeploymentLister
-	rsInf     toolscache.SharedIndexInformer
-	depInf    toolscache.SharedIndexInformer
+	rsInf  toolscache.SharedIndexInformer
+	depInf toolscache.SharedIndexInformer
 	// userInfs are the ControllerRevision, StatefulSet, DaemonSet, Job, CronJob and Pod
 	// informers, lean (see Lean) and indexed by the config objects they use.
 	userInfs []toolscache.SharedIndexInformer
@@ -104,7 +102,8 @@ func New(clients *kube.Clients, opts Options) (*Cache, error) {
 	}
 	c := &Cache{clients: clients, opts: opts, log: log.With("component", "cache")}
 	// Every typed informer is a paged one (registerPagedInformers) whose list and watch
-	// deliver lean objects: the factory needs no transform.
+	// deliver the stored records (toRecord): the factory needs no transform, and its
+	// Listers cannot be used (they expect Kubernetes types; reads go through cached).
 	c.typed = informers.NewSharedInformerFactoryWithOptions(clients.Kube, opts.Resync, informers.WithNamespace(opts.Namespace))
 	lc, err := listClient(clients)
 	if err != nil {
@@ -113,10 +112,6 @@ func New(clients *kube.Clients, opts Options) (*Cache, error) {
 	c.registerPagedInformers(lc)
 	c.dynamic = dynamicinformer.NewFilteredDynamicSharedInformerFactory(clients.Dynamic, opts.Resync, opts.Namespace, nil)
 
-	rs := c.typed.Apps().V1().ReplicaSets()
-	dep := c.typed.Apps().V1().Deployments()
-	c.rsLister, c.depLister = rs.Lister(), dep.Lister()
-	c.synced = append(c.synced, rs.Informer().HasSynced, dep.Informer().HasSynced)
 	if err := c.addUserInformers(); err != nil {
 		return nil, err
 	}
@@ -290,7 +285,7 @@ func (c *Cache) inScope(namespace string) bool {
 // ReplicaSet implements core.Reader: the cached ReplicaSet, else a live GET.
 func (c *Cache) ReplicaSet(ctx context.Context, namespace, name string) (*appsv1.ReplicaSet, error) {
 	if c.inScope(namespace) {
-		if rs, err := c.rsLister.ReplicaSets(namespace).Get(name); err == nil {
+		if rs, ok := cached(c.rsInf, namespace, name).(*appsv1.ReplicaSet); ok {
 			return rs, nil
 		}
 	}
@@ -301,7 +296,7 @@ func (c *Cache) ReplicaSet(ctx context.Context, namespace, name string) (*appsv1
 // Deployment implements core.Reader: the cached Deployment, else a live GET.
 func (c *Cache) Deployment(ctx context.Context, namespace, name string) (*appsv1.Deployment, error) {
 	if c.inScope(namespace) {
-		if d, err := c.depLister.Deployments(namespace).Get(name); err == nil {
+		if d, ok := cached(c.depInf, namespace, name).(*appsv1.Deployment); ok {
 			return d, nil
 		}
 	}
@@ -331,15 +326,27 @@ func (c *Cache) ObjectMeta(ctx context.Context, kind core.Kind, namespace, name 
 		inf = c.secInf
 	}
 	if inf != nil && c.inScope(namespace) {
-		if obj, ok, err := inf.GetStore().GetByKey(namespace + "/" + name); err == nil && ok {
-			if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
-				return m, nil
-			}
+		if m, ok := cached(inf, namespace, name).(*metav1.PartialObjectMetadata); ok {
+			return m, nil
 		}
 	}
 	gvr := kind.GVR()
 	c.miss(gvr.Resource)
 	return c.clients.Metadata.Resource(gvr).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+// cached returns the decoded object namespace/name of inf's store (Decode), nil when
+// it is not there or does not decode.
+func cached(inf toolscache.SharedIndexInformer, namespace, name string) any {
+	obj, ok, err := inf.GetStore().GetByKey(namespace + "/" + name)
+	if err != nil || !ok {
+		return nil
+	}
+	o, err := Decode(obj)
+	if err != nil {
+		return nil
+	}
+	return o
 }
 
 // GVRs lists the resources the cache lists and watches (for RBAC documentation).

@@ -96,39 +96,7 @@ func TestLeanRefsParityEveryKind(t *testing.T) {
 		t.Errorf("PodSpecRefs(RefsOnly) differs:\n full %+v\n lean %+v", full, core.PodSpecRefs(&lean))
 	}
 
-	tmpl := everyRefTemplate()
-	cr := func() *appsv1.ControllerRevision {
-		raw, err := json.Marshal(map[string]any{"spec": map[string]any{"template": tmpl, "replicas": 3}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := everyRefMeta("sts-rev")
-		isCtrl := true
-		m.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "sts", UID: "uid-sts", Controller: &isCtrl}}
-		return &appsv1.ControllerRevision{ObjectMeta: m, Data: runtime.RawExtension{Raw: raw}, Revision: 2}
-	}
-	tm, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&tmpl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ro := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "argoproj.io/v1alpha1", "kind": core.RolloutKind,
-		"spec": map[string]any{"replicas": int64(2), "template": tm}}}
-	ro.SetName("ro")
-	ro.SetNamespace("ns")
-	ro.SetUID("uid-ro")
-	ro.SetAnnotations(map[string]string{core.AnnotationConfigMaps: "obj-listed"})
-
-	objs := map[string]any{
-		"ReplicaSet":         &appsv1.ReplicaSet{ObjectMeta: everyRefMeta("rs"), Spec: appsv1.ReplicaSetSpec{Template: tmpl}},
-		"Deployment":         &appsv1.Deployment{ObjectMeta: everyRefMeta("dep"), Spec: appsv1.DeploymentSpec{Template: tmpl}},
-		"StatefulSet":        &appsv1.StatefulSet{ObjectMeta: everyRefMeta("sts"), Spec: appsv1.StatefulSetSpec{Template: tmpl}},
-		"DaemonSet":          &appsv1.DaemonSet{ObjectMeta: everyRefMeta("ds"), Spec: appsv1.DaemonSetSpec{Template: tmpl}},
-		"Job":                &batchv1.Job{ObjectMeta: everyRefMeta("job"), Spec: batchv1.JobSpec{Template: tmpl}},
-		"CronJob":            &batchv1.CronJob{ObjectMeta: everyRefMeta("cj"), Spec: batchv1.CronJobSpec{JobTemplate: batchv1.JobTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{core.AnnotationConfigMaps: "jobtmpl-listed"}}, Spec: batchv1.JobSpec{Template: tmpl}}}},
-		"Pod":                &corev1.Pod{ObjectMeta: everyRefMeta("pod"), Spec: spec},
-		"ControllerRevision": cr(),
-		"Rollout":            ro,
-	}
+	objs := everyRefObjects(t)
 	sweepRefs := func(o any) []core.Ref {
 		switch v := o.(type) {
 		case *appsv1.ReplicaSet:
@@ -178,5 +146,44 @@ func TestLeanRefsParityEveryKind(t *testing.T) {
 		if f, l := core.ObjectRefs(o), core.ObjectRefs(again); !reflect.DeepEqual(f, l) {
 			t.Errorf("%s: Lean(Lean) refs differ", kind)
 		}
+	}
+}
+
+// everyRefObjects is one object of every cached kind whose template (or pod spec)
+// references config objects in every way core.PodSpecRefs documents.
+func everyRefObjects(t *testing.T) map[string]any {
+	t.Helper()
+	spec, tmpl := everyRefPodSpec(), everyRefTemplate()
+	cr := func() *appsv1.ControllerRevision {
+		raw, err := json.Marshal(map[string]any{"spec": map[string]any{"template": tmpl, "replicas": 3}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := everyRefMeta("sts-rev")
+		isCtrl := true
+		m.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "sts", UID: "uid-sts", Controller: &isCtrl}}
+		return &appsv1.ControllerRevision{ObjectMeta: m, Data: runtime.RawExtension{Raw: raw}, Revision: 2}
+	}
+	tm, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&tmpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "argoproj.io/v1alpha1", "kind": core.RolloutKind,
+		"spec": map[string]any{"replicas": int64(2), "template": tm}}}
+	ro.SetName("ro")
+	ro.SetNamespace("ns")
+	ro.SetUID("uid-ro")
+	ro.SetAnnotations(map[string]string{core.AnnotationConfigMaps: "obj-listed"})
+
+	return map[string]any{
+		"ReplicaSet":         &appsv1.ReplicaSet{ObjectMeta: everyRefMeta("rs"), Spec: appsv1.ReplicaSetSpec{Template: tmpl}},
+		"Deployment":         &appsv1.Deployment{ObjectMeta: everyRefMeta("dep"), Spec: appsv1.DeploymentSpec{Template: tmpl}},
+		"StatefulSet":        &appsv1.StatefulSet{ObjectMeta: everyRefMeta("sts"), Spec: appsv1.StatefulSetSpec{Template: tmpl}},
+		"DaemonSet":          &appsv1.DaemonSet{ObjectMeta: everyRefMeta("ds"), Spec: appsv1.DaemonSetSpec{Template: tmpl}},
+		"Job":                &batchv1.Job{ObjectMeta: everyRefMeta("job"), Spec: batchv1.JobSpec{Template: tmpl}},
+		"CronJob":            &batchv1.CronJob{ObjectMeta: everyRefMeta("cj"), Spec: batchv1.CronJobSpec{JobTemplate: batchv1.JobTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{core.AnnotationConfigMaps: "jobtmpl-listed"}}, Spec: batchv1.JobSpec{Template: tmpl}}}},
+		"Pod":                &corev1.Pod{ObjectMeta: everyRefMeta("pod"), Spec: spec},
+		"ControllerRevision": cr(),
+		"Rollout":            ro,
 	}
 }

@@ -10,7 +10,14 @@ import (
 // Rollouts whose annotations (or pod template's) list it by name (core.ListedKeys).
 const ListedIndex = "configmap-attacher.io/listed"
 
-func listedIndexFunc(obj any) ([]string, error) { return core.ListedKeys(obj), nil }
+// listedIndexFunc reads a record's keys (computed when it was stored) or, for a Rollout,
+// computes them.
+func listedIndexFunc(obj any) ([]string, error) {
+	if r, ok := obj.(*record); ok {
+		return r.listed(), nil
+	}
+	return core.ListedKeys(obj), nil
+}
 
 // addListedIndex adds ListedIndex to the ReplicaSet and Deployment informers (the
 // Rollout informer gets it when it starts).

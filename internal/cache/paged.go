@@ -88,8 +88,11 @@ func leanWatch(w toolscache.WatchFuncWithContext, transform toolscache.Transform
 			return nil, err
 		}
 		return watch.Filter(wi, func(e watch.Event) (watch.Event, bool) {
-			if e.Type == watch.Bookmark || e.Type == watch.Error {
+			if e.Type == watch.Error {
 				return e, true
+			}
+			if e.Type == watch.Bookmark {
+				return bookmark(e, transform), true
 			}
 			if lean, err := transform(e.Object); err == nil {
 				if o, ok := lean.(runtime.Object); ok {
@@ -99,6 +102,26 @@ func leanWatch(w toolscache.WatchFuncWithContext, transform toolscache.Transform
 			return e, true
 		}), nil
 	}
+}
+
+// bookmark gives a bookmark's object the stored type (the reflector drops an event of
+// another type), keeping its resourceVersion and every annotation (the end of a watch
+// list's initial events is one).
+func bookmark(e watch.Event, transform toolscache.TransformFunc) watch.Event {
+	lean, err := transform(e.Object)
+	if err != nil {
+		return e
+	}
+	o, ok := lean.(runtime.Object)
+	from, err1 := meta.Accessor(e.Object)
+	to, err2 := meta.Accessor(lean)
+	if !ok || err1 != nil || err2 != nil {
+		return e
+	}
+	to.SetResourceVersion(from.GetResourceVersion())
+	to.SetAnnotations(from.GetAnnotations())
+	e.Object = o
+	return e
 }
 
 // listWatch is one kind's list and watch in the cache's namespace.
@@ -171,28 +194,31 @@ func typedListWatches(kc kubernetes.Interface, ns string) []listWatch {
 }
 
 // registerPagedInformers makes the typed factory build its workload informers on
-// pagedLeanList; it must run before any of them is asked for.
+// pagedLeanList with toRecord (registered under the Kubernetes type, storing records);
+// it must run before any of them is asked for.
 func (c *Cache) registerPagedInformers(kc kubernetes.Interface) {
 	for _, lw := range typedListWatches(kc, c.opts.Namespace) {
 		c.typed.InformerFor(lw.obj, func(_ kubernetes.Interface, resync time.Duration) toolscache.SharedIndexInformer {
-			return newPagedInformer(lw, Lean, resync)
+			return newPagedInformer(lw, &record{}, toRecord, resync)
 		})
 	}
 }
 
-func newPagedInformer(lw listWatch, transform toolscache.TransformFunc, resync time.Duration) toolscache.SharedIndexInformer {
+// newPagedInformer is lw's informer on pagedLeanList and leanWatch with transform, whose
+// results have the type of stored (the informer's example object).
+func newPagedInformer(lw listWatch, stored runtime.Object, transform toolscache.TransformFunc, resync time.Duration) toolscache.SharedIndexInformer {
 	return toolscache.NewSharedIndexInformer(&toolscache.ListWatch{ListWithContextFunc: pagedLeanList(lw.list, transform),
-		WatchFuncWithContext: leanWatch(lw.watch, transform)}, lw.obj, resync,
+		WatchFuncWithContext: leanWatch(lw.watch, transform)}, stored, resync,
 		toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
 }
 
 // newConfigInformer is the metadata-only informer of ConfigMaps or Secrets, on
-// pagedLeanList with leanConfigMeta (set as its transform too).
+// pagedLeanList with toMetaRecord.
 func (c *Cache) newConfigInformer(gvr schema.GroupVersionResource) (toolscache.SharedIndexInformer, error) {
 	rc := c.clients.Metadata.Resource(gvr).Namespace(c.opts.Namespace)
 	inf := newPagedInformer(listWatch{obj: &metav1.PartialObjectMetadata{},
 		list:  func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return rc.List(ctx, o) },
 		watch: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return rc.Watch(ctx, o) },
-	}, leanConfigMeta, c.opts.Resync)
+	}, &metaRecord{}, toMetaRecord, c.opts.Resync)
 	return inf, nil
 }

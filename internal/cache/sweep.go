@@ -29,7 +29,7 @@ func (c *Cache) Covers(namespace string) bool { return c.inScope(namespace) }
 func (c *Cache) Workloads(ctx context.Context, namespace string) ([]any, bool) {
 	var out []any
 	for _, inf := range append([]toolscache.SharedIndexInformer{c.rsInf, c.depInf}, c.userInfs...) {
-		objs, err := inf.GetIndexer().ByIndex(toolscache.NamespaceIndex, namespace)
+		objs, err := decodedByNamespace(inf, namespace)
 		if err != nil {
 			return out, false // an index that cannot answer is not an empty namespace
 		}
@@ -50,6 +50,23 @@ func (c *Cache) Workloads(ctx context.Context, namespace string) ([]any, bool) {
 		return out, false
 	}
 	return append(out, objs...), true
+}
+
+// decodedByNamespace returns the objects of namespace in inf, decoded (Decode).
+func decodedByNamespace(inf toolscache.SharedIndexInformer, namespace string) ([]any, error) {
+	objs, err := inf.GetIndexer().ByIndex(toolscache.NamespaceIndex, namespace)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]any, 0, len(objs))
+	for _, o := range objs {
+		d, err := Decode(o)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, nil
 }
 
 // rolloutsAbsent reports whether the Argo Rollouts API was confirmed absent lately; it
@@ -84,8 +101,8 @@ func (c *Cache) Revisions(kind core.Kind, namespace string) ([]*metav1.PartialOb
 	}
 	out := make([]*metav1.PartialObjectMetadata, 0, len(objs))
 	for _, o := range objs {
-		if m, ok := o.(*metav1.PartialObjectMetadata); ok {
-			out = append(out, m)
+		if r, ok := o.(*metaRecord); ok {
+			out = append(out, r.partial())
 		}
 	}
 	return out, true
@@ -100,8 +117,10 @@ func (c *Cache) RevisionNamespaces(kind core.Kind) ([]string, bool) {
 	}
 	seen := map[string]bool{}
 	for _, o := range inf.GetStore().List() {
-		if m, ok := o.(*metav1.PartialObjectMetadata); ok && !seen[m.Namespace] && m.Labels[core.LabelRevision] == "true" {
-			seen[m.Namespace] = true
+		if r, ok := o.(*metaRecord); ok && !seen[r.namespace] {
+			if v, _ := r.label(core.LabelRevision); v == "true" {
+				seen[r.namespace] = true
+			}
 		}
 	}
 	out := make([]string, 0, len(seen))

@@ -24,7 +24,14 @@ const (
 	WorkloadRefIndex = "configmap-attacher.io/workload-ref"
 )
 
-func usesIndexFunc(obj any) ([]string, error) { return core.UsesKeys(obj), nil }
+// usesIndexFunc reads a record's keys (computed when it was stored) or, for a Rollout,
+// computes them.
+func usesIndexFunc(obj any) ([]string, error) {
+	if r, ok := obj.(*record); ok {
+		return r.uses(), nil
+	}
+	return core.UsesKeys(obj), nil
+}
 
 func controllerIndexFunc(obj any) ([]string, error) {
 	if m, ok := obj.(metav1.Object); ok {
@@ -56,6 +63,7 @@ func (c *Cache) addUserInformers() error {
 	if err := rs.AddIndexers(toolscache.Indexers{UsesIndex: usesIndexFunc, ControllerIndex: controllerIndexFunc}); err != nil {
 		return fmt.Errorf("cache: ReplicaSet indexes: %w", err)
 	}
+	c.synced = append(c.synced, rs.HasSynced)
 	for _, inf := range append([]toolscache.SharedIndexInformer{dep}, c.userInfs...) {
 		if err := inf.AddIndexers(toolscache.Indexers{UsesIndex: usesIndexFunc}); err != nil {
 			return fmt.Errorf("cache: uses index: %w", err)
@@ -77,12 +85,8 @@ func (c *Cache) Users(ctx context.Context, kind core.Kind, namespace, name strin
 	key := core.UsesKey(kind, namespace, name)
 	u := &core.Users{}
 	for _, inf := range append([]toolscache.SharedIndexInformer{c.rsInf, c.depInf}, c.userInfs...) {
-		objs, err := inf.GetIndexer().ByIndex(UsesIndex, key)
-		if err != nil {
+		if err := addAll(u, inf.GetIndexer(), UsesIndex, key); err != nil {
 			return nil, err
-		}
-		for _, o := range objs {
-			u.Add(o)
 		}
 	}
 	var referring []*unstructured.Unstructured
@@ -107,18 +111,30 @@ func (c *Cache) Users(ctx context.Context, kind core.Kind, namespace, name strin
 			return nil, err
 		}
 		for _, o := range objs {
-			if !core.Uses(o, kind, name) {
-				u.Add(o)
+			rs, err := Decode(o)
+			if err != nil {
+				return nil, err
+			}
+			if !core.Uses(rs, kind, name) {
+				u.Add(rs)
 			}
 		}
 	}
 	return u, nil
 }
 
+// addAll adds to u the decoded objects of idx under index key.
 func addAll(u *core.Users, idx toolscache.Indexer, index, key string) error {
 	objs, err := idx.ByIndex(index, key)
-	for _, o := range objs {
-		u.Add(o)
+	if err != nil {
+		return err
 	}
-	return err
+	for _, o := range objs {
+		d, err := Decode(o)
+		if err != nil {
+			return err
+		}
+		u.Add(d)
+	}
+	return nil
 }

@@ -115,7 +115,9 @@ func TestUsersIndexMatchesLiveLists(t *testing.T) {
 
 	t.Run("lean", func(t *testing.T) {
 		for _, inf := range c.userInfs {
-			for _, obj := range inf.GetStore().List() {
+			for _, stored := range inf.GetStore().List() {
+				obj, err := Decode(stored)
+				require.NoError(t, err)
 				m := obj.(metav1.Object)
 				assert.Empty(t, m.GetManagedFields(), m.GetName())
 				assert.Empty(t, m.GetLabels(), m.GetName())

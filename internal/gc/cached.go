@@ -18,7 +18,8 @@ import (
 )
 
 // Store is what a CachedSource reads: synced informer caches (package cache's Cache
-// implements it). Objects it returns are shared with the informers: never mutated here.
+// implements it). Objects it returns are fresh copies (package cache decodes its stored
+// records); they are never mutated here all the same.
 type Store interface {
 	// HasSynced reports whether every informer has completed its initial list.
 	HasSynced() bool

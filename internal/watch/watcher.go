@@ -15,7 +15,6 @@ import (
 	"sync"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -227,15 +226,17 @@ func (w *Watcher) handler(kind string) toolscache.ResourceEventHandlerFuncs {
 // (generation), owners, labels or annotations. Status-only updates (replica counts, the
 // ReplicaSet controller's frequent writes) are skipped: they would re-run an attach that
 // already happened, and the watcher's own resync repairs anything missed.
+// It reads the objects through metav1.Object, so the cache's stored records (package
+// cache) and Kubernetes objects alike are compared.
 func relevantUpdate(old, obj any) bool {
-	o, ok1 := old.(*appsv1.ReplicaSet)
-	n, ok2 := obj.(*appsv1.ReplicaSet)
+	o, ok1 := old.(metav1.Object)
+	n, ok2 := obj.(metav1.Object)
 	if !ok1 || !ok2 {
 		return true
 	}
-	return o.UID != n.UID || o.Generation != n.Generation ||
-		!equality.Semantic.DeepEqual(o.OwnerReferences, n.OwnerReferences) ||
-		!maps.Equal(o.Labels, n.Labels) || !maps.Equal(o.Annotations, n.Annotations)
+	return o.GetUID() != n.GetUID() || o.GetGeneration() != n.GetGeneration() ||
+		!equality.Semantic.DeepEqual(o.GetOwnerReferences(), n.GetOwnerReferences()) ||
+		!maps.Equal(o.GetLabels(), n.GetLabels()) || !maps.Equal(o.GetAnnotations(), n.GetAnnotations())
 }
 
 // revisionNeedsLook reports whether an update of a config object may leave it short of
