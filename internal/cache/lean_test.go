@@ -92,42 +92,46 @@ func must(v any, err error) any {
 // The initial list is read page by page, each page reduced before the next is asked
 // for, and the result is one complete list at the first page's resourceVersion.
 func TestPagedLeanListReducesEachPage(t *testing.T) {
-	const total = 1234
-	var calls []metav1.ListOptions
-	list := func(_ context.Context, o metav1.ListOptions) (runtime.Object, error) {
-		calls = append(calls, o)
-		start := 0
-		if o.Continue != "" {
-			_, err := fmt.Sscan(o.Continue, &start)
+	for _, size := range []int64{pageSize, metaPageSize} {
+		t.Run(fmt.Sprintf("pages of %d", size), func(t *testing.T) {
+			total := int(size)*2 + 234
+			var calls []metav1.ListOptions
+			list := func(_ context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				calls = append(calls, o)
+				start := 0
+				if o.Continue != "" {
+					_, err := fmt.Sscan(o.Continue, &start)
+					require.NoError(t, err)
+				}
+				out := &appsv1.ReplicaSetList{ListMeta: metav1.ListMeta{ResourceVersion: "77"}}
+				for i := start; i < min(start+int(o.Limit), total); i++ {
+					rs := fullReplicaSet()
+					rs.Name = fmt.Sprintf("rs-%d", i)
+					out.Items = append(out.Items, *rs)
+				}
+				if start+int(o.Limit) < total {
+					out.Continue = fmt.Sprint(start + int(o.Limit))
+				}
+				return out, nil
+			}
+			reduced := 0
+			transform := func(obj any) (any, error) { reduced++; return Lean(obj) }
+			got, err := pagedLeanList(list, transform, size)(context.Background(), metav1.ListOptions{ResourceVersion: "0", Limit: 10})
 			require.NoError(t, err)
-		}
-		out := &appsv1.ReplicaSetList{ListMeta: metav1.ListMeta{ResourceVersion: "77"}}
-		for i := start; i < min(start+int(o.Limit), total); i++ {
-			rs := fullReplicaSet()
-			rs.Name = fmt.Sprintf("rs-%d", i)
-			out.Items = append(out.Items, *rs)
-		}
-		if start+int(o.Limit) < total {
-			out.Continue = fmt.Sprint(start + int(o.Limit))
-		}
-		return out, nil
-	}
-	reduced := 0
-	transform := func(obj any) (any, error) { reduced++; return Lean(obj) }
-	got, err := pagedLeanList(list, transform)(context.Background(), metav1.ListOptions{ResourceVersion: "0", Limit: 500})
-	require.NoError(t, err)
-	l := got.(*leanList)
-	assert.Len(t, l.Items, total)
-	assert.Equal(t, total, reduced)
-	assert.Equal(t, "77", l.ResourceVersion)
-	assert.Empty(t, l.Continue)
-	assert.Empty(t, l.Items[total-1].(*appsv1.ReplicaSet).Spec.Template.Spec.Containers[0].Image)
-	items, err := meta.ExtractListWithAlloc(l)
-	require.NoError(t, err)
-	assert.Same(t, l.Items[0], items[0], "the reflector reads the reduced objects themselves")
-	require.Len(t, calls, 3)
-	for _, c := range calls {
-		assert.Equal(t, int64(pageSize), c.Limit)
-		assert.Empty(t, c.ResourceVersion, "a consistent read: pages share one snapshot")
+			l := got.(*leanList)
+			assert.Len(t, l.Items, total)
+			assert.Equal(t, total, reduced)
+			assert.Equal(t, "77", l.ResourceVersion)
+			assert.Empty(t, l.Continue)
+			assert.Empty(t, l.Items[total-1].(*appsv1.ReplicaSet).Spec.Template.Spec.Containers[0].Image)
+			items, err := meta.ExtractListWithAlloc(l)
+			require.NoError(t, err)
+			assert.Same(t, l.Items[0], items[0], "the reflector reads the reduced objects themselves")
+			require.Len(t, calls, 3)
+			for _, c := range calls {
+				assert.Equal(t, size, c.Limit, "the list's own page size, whatever the reflector asked")
+				assert.Empty(t, c.ResourceVersion, "a consistent read: pages share one snapshot")
+			}
+		})
 	}
 }

@@ -17,20 +17,29 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 )
 
-// pageSize is how many objects one page of an informer's initial list holds: at most
-// this many full objects are decoded at once (docs/design.md, "The cache representation").
-const pageSize = 500
+// How many objects one page of an informer's initial list holds: at most this many
+// objects are decoded at once (docs/design.md, "The cache representation"). A full
+// workload is about 24 KiB decoded (a 3 KiB pod template), so a page of them is about
+// 24 MiB; a ConfigMap's or Secret's metadata is about 1 KiB, so its pages are five
+// times longer for about a fifth of that. Fewer pages matter more than their size:
+// every page costs the apiserver a pass over the rest of the collection (etcd counts
+// the remaining items; the watch cache walks the remaining keys), so a list costs about
+// pages times objects.
+const (
+	pageSize     = 1000
+	metaPageSize = 5000
+)
 
 // pagedLeanList returns a list function that reads the whole collection in pages of
-// pageSize, reducing each page with transform before the next is read, so that a
+// size objects, reducing each page with transform before the next is read, so that a
 // start-up (or relist) never holds more than one page of full objects: the reflector's
 // own list would decode the whole collection before the informer's transform runs. The
 // pages are a consistent read (resourceVersion ""), which satisfies every
 // resourceVersion the reflector may ask for; the result is a leanList at the list's
 // resourceVersion, holding the reduced objects themselves (no copy).
-func pagedLeanList(list toolscache.ListWithContextFunc, transform toolscache.TransformFunc) toolscache.ListWithContextFunc {
+func pagedLeanList(list toolscache.ListWithContextFunc, transform toolscache.TransformFunc, size int64) toolscache.ListWithContextFunc {
 	return func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-		opts.ResourceVersion, opts.ResourceVersionMatch, opts.Limit, opts.Continue = "", "", pageSize, ""
+		opts.ResourceVersion, opts.ResourceVersionMatch, opts.Limit, opts.Continue = "", "", size, ""
 		out := &leanList{}
 		for {
 			page, err := list(ctx, opts)
@@ -199,26 +208,26 @@ func typedListWatches(kc kubernetes.Interface, ns string) []listWatch {
 func (c *Cache) registerPagedInformers(kc kubernetes.Interface) {
 	for _, lw := range typedListWatches(kc, c.opts.Namespace) {
 		c.typed.InformerFor(lw.obj, func(_ kubernetes.Interface, resync time.Duration) toolscache.SharedIndexInformer {
-			return newPagedInformer(lw, &record{}, toRecord, resync)
+			return newPagedInformer(lw, &record{}, toRecord, pageSize, resync)
 		})
 	}
 }
 
-// newPagedInformer is lw's informer on pagedLeanList and leanWatch with transform, whose
-// results have the type of stored (the informer's example object).
-func newPagedInformer(lw listWatch, stored runtime.Object, transform toolscache.TransformFunc, resync time.Duration) toolscache.SharedIndexInformer {
-	return toolscache.NewSharedIndexInformer(&toolscache.ListWatch{ListWithContextFunc: pagedLeanList(lw.list, transform),
+// newPagedInformer is lw's informer on pagedLeanList (pages of size) and leanWatch with
+// transform, whose results have the type of stored (the informer's example object).
+func newPagedInformer(lw listWatch, stored runtime.Object, transform toolscache.TransformFunc, size int64, resync time.Duration) toolscache.SharedIndexInformer {
+	return toolscache.NewSharedIndexInformer(&toolscache.ListWatch{ListWithContextFunc: pagedLeanList(lw.list, transform, size),
 		WatchFuncWithContext: leanWatch(lw.watch, transform)}, stored, resync,
 		toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
 }
 
 // newConfigInformer is the metadata-only informer of ConfigMaps or Secrets, on
-// pagedLeanList with toMetaRecord.
+// pagedLeanList (pages of metaPageSize) with toMetaRecord.
 func (c *Cache) newConfigInformer(gvr schema.GroupVersionResource) (toolscache.SharedIndexInformer, error) {
 	rc := c.clients.Metadata.Resource(gvr).Namespace(c.opts.Namespace)
 	inf := newPagedInformer(listWatch{obj: &metav1.PartialObjectMetadata{},
 		list:  func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return rc.List(ctx, o) },
 		watch: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return rc.Watch(ctx, o) },
-	}, &metaRecord{}, toMetaRecord, c.opts.Resync)
+	}, &metaRecord{}, toMetaRecord, metaPageSize, c.opts.Resync)
 	return inf, nil
 }
