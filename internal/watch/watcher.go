@@ -65,7 +65,8 @@ type Options struct {
 // is level-triggered: the informers' initial lists backfill every existing object at
 // start (events missed while the service was down are repaired), a periodic resync
 // queues them all again, and the core's idempotence makes those replays cost no write
-// (and, served from the caches, no request).
+// (and, served from the caches, no request). The queue has two lanes (lanes): changes
+// seen after start, and retries, go before those replays.
 type Watcher struct {
 	sources map[string]toolscache.SharedIndexInformer // by kind: ReplicaSet, ConfigMap, Secret
 	d       Dispatcher
@@ -73,6 +74,8 @@ type Watcher struct {
 	spec    core.Options
 	log     *slog.Logger
 	queue   workqueue.TypedRateLimitingInterface[string]
+	lanes   *lanes
+	addMu   sync.Mutex // pairs a lane mark with its queue.Add
 
 	mu      sync.Mutex
 	handled int64
@@ -126,9 +129,12 @@ func New(replicaSets toolscache.SharedIndexInformer, d Dispatcher, opts Options)
 	if log == nil {
 		log = slog.Default()
 	}
-	w := &Watcher{sources: sources, d: d, opts: opts, spec: spec, log: log.With("component", "watcher"),
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "configmap-attacher-watch"})}
+	w := &Watcher{sources: sources, d: d, opts: opts, spec: spec, log: log.With("component", "watcher"), lanes: newLanes()}
+	const name = "configmap-attacher-watch"
+	base := workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[string]{Name: name, Queue: w.lanes})
+	w.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: name,
+			DelayingQueue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{Name: name, Queue: base})})
 	return w, nil
 }
 
@@ -193,16 +199,18 @@ func (w *Watcher) kinds() []string {
 	return out
 }
 
-// resync queues every cached object again: the periodic repair.
+// resync queues every cached object again, in the replay lane: the periodic repair.
 func (w *Watcher) resync() {
 	for kind, inf := range w.sources {
 		for _, obj := range inf.GetStore().List() {
-			w.enqueue(kind, obj)
+			w.enqueue(kind, obj, true)
 		}
 	}
 }
 
-func (w *Watcher) handler(kind string) toolscache.ResourceEventHandlerFuncs {
+// handler queues the informer's objects: those of its initial list (the start-up
+// replay) in the replay lane, every later add and relevant update in the urgent one.
+func (w *Watcher) handler(kind string) toolscache.ResourceEventHandlerDetailedFuncs {
 	relevant := relevantUpdate
 	if kind != kindReplicaSet {
 		// An object that was a candidate stays one for this update (a PUT that wiped its
@@ -213,11 +221,11 @@ func (w *Watcher) handler(kind string) toolscache.ResourceEventHandlerFuncs {
 			return revisionNeedsLook(old, obj) && (w.isCandidate(kind, old) || w.isCandidate(kind, obj))
 		}
 	}
-	return toolscache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { w.enqueue(kind, obj) },
+	return toolscache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, isInInitialList bool) { w.enqueue(kind, obj, isInInitialList) },
 		UpdateFunc: func(old, obj any) {
 			if relevant(old, obj) {
-				w.add(kind, obj)
+				w.add(kind, obj, false)
 			}
 		},
 	}
@@ -264,23 +272,34 @@ func revisionNeedsLook(old, obj any) bool {
 }
 
 // enqueue queues obj unless it is terminating or, for a config object, no candidate.
-func (w *Watcher) enqueue(kind string, obj any) {
+func (w *Watcher) enqueue(kind string, obj any, replay bool) {
 	if kind != kindReplicaSet && !w.isCandidate(kind, obj) {
 		return
 	}
-	w.add(kind, obj)
+	w.add(kind, obj, replay)
 }
 
-// add queues obj unless it is terminating.
-func (w *Watcher) add(kind string, obj any) {
+// add queues obj unless it is terminating: in the replay lane when replay is set (and
+// obj is not queued urgent already), else in the urgent lane (moving it there if it
+// waits in the replay lane).
+func (w *Watcher) add(kind string, obj any, replay bool) {
 	m, ok := obj.(metav1.Object)
 	if !ok || m.GetDeletionTimestamp() != nil {
 		return
 	}
 	key, err := toolscache.MetaNamespaceKeyFunc(obj)
-	if err == nil {
-		w.queue.Add(kind + "/" + key)
+	if err != nil {
+		return
 	}
+	key = kind + "/" + key
+	w.addMu.Lock()
+	defer w.addMu.Unlock()
+	if replay {
+		w.lanes.demote(key)
+	} else {
+		w.lanes.promote(key)
+	}
+	w.queue.Add(key)
 }
 
 // isCandidate reports whether the config object obj of kind may be a revision the

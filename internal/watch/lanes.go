@@ -1,0 +1,108 @@
+package watch
+
+import "sync"
+
+// lanes is the storage under the watcher's client-go workqueue (workqueue.Queue): two
+// FIFO lanes, urgent and replay. Pop takes from the replay lane only when the urgent one
+// is empty, so a change made after start is handled before the start-up replay of the
+// informers' initial lists and the periodic resync (docs/design.md, "The watcher's two
+// lanes"). The workqueue above it is unchanged: it still dedups a key queued twice, never
+// hands one key to two workers, and owns retries and shutdown; lanes only orders.
+//
+// Push, Touch, Len and Pop are called under the workqueue's lock; demote is called by
+// the watcher before it adds a replay key, so lanes has a lock of its own for that.
+type lanes struct {
+	mu     sync.Mutex
+	urgent []string
+	replay []string
+	// inReplay: the keys live in the replay lane. A key promoted out of it leaves a
+	// stale entry behind, skipped by Pop.
+	inReplay map[string]bool
+	// demoted: keys whose next Push or Touch is a replay add (set by demote).
+	demoted map[string]bool
+	live    int // live entries of the replay lane
+}
+
+func newLanes() *lanes {
+	return &lanes{inReplay: map[string]bool{}, demoted: map[string]bool{}}
+}
+
+// demote marks the next add of key as a replay (initial list, resync): it goes to the
+// replay lane, unless the key is queued urgent already.
+func (l *lanes) demote(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.demoted[key] = true
+}
+
+// promote marks the next add of key as urgent (the default): it undoes a demote that
+// no add consumed yet.
+func (l *lanes) promote(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.demoted, key)
+}
+
+// Push queues a key that is not queued: in the replay lane when demoted, else urgent
+// (a change, or a retry: AddRateLimited's add).
+func (l *lanes) Push(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.demoted[key] {
+		delete(l.demoted, key)
+		l.replay = append(l.replay, key)
+		l.inReplay[key] = true
+		l.live++
+		return
+	}
+	l.urgent = append(l.urgent, key)
+}
+
+// Touch is an add of a key already queued: an urgent add moves it from the replay lane
+// to the urgent one; a replay add leaves it where it is.
+func (l *lanes) Touch(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.demoted[key] {
+		delete(l.demoted, key)
+		return
+	}
+	if l.inReplay[key] {
+		delete(l.inReplay, key)
+		l.live--
+		l.urgent = append(l.urgent, key)
+	}
+}
+
+// Len is the number of queued keys.
+func (l *lanes) Len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.urgent) + l.live
+}
+
+// Pop returns the first urgent key, else the first live replay key. The workqueue calls
+// it only when Len is above 0.
+func (l *lanes) Pop() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.urgent) > 0 {
+		key := l.urgent[0]
+		l.urgent[0] = ""
+		l.urgent = l.urgent[1:]
+		return key
+	}
+	for {
+		key := l.replay[0]
+		l.replay[0] = ""
+		l.replay = l.replay[1:]
+		if l.inReplay[key] {
+			delete(l.inReplay, key)
+			l.live--
+			if len(l.replay) == 0 {
+				l.inReplay, l.replay = map[string]bool{}, nil // a map never shrinks: drop the start-up replay's
+			}
+			return key
+		}
+	}
+}
