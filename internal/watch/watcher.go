@@ -86,10 +86,12 @@ type Watcher struct {
 // sent whole or not at all).
 const StopGrace = 5 * time.Second
 
-// DefaultWorkers is Options.Workers' default.
-// 16 measured best in `make bench` (burst attach rate 135/s at 4, 194/s at 16, no gain at
-// 32), with --kube-api-qps raised; at the default 50 QPS the client limiter decides.
-const DefaultWorkers = 16
+// DefaultWorkers is Options.Workers' default. Each worker's attach is a GET and a PATCH
+// in series, and in a burst the apiserver shares its time among the requests in flight:
+// the ReplicaSets' creator and the watcher. With 48 the watcher keeps pace with the
+// creates in `make bench` (bench/README.md, "Watcher workers"; 16 fell behind by a
+// quarter to a half); with --kube-api-qps raised: at 50 QPS the client limiter decides.
+const DefaultWorkers = 48
 
 const kindReplicaSet = "ReplicaSet"
 
