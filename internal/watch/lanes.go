@@ -71,6 +71,7 @@ func (l *lanes) Touch(key string) {
 		delete(l.inReplay, key)
 		l.live--
 		l.urgent = append(l.urgent, key)
+		l.trim()
 	}
 }
 
@@ -99,10 +100,16 @@ func (l *lanes) Pop() string {
 		if l.inReplay[key] {
 			delete(l.inReplay, key)
 			l.live--
-			if len(l.replay) == 0 {
-				l.inReplay, l.replay = map[string]bool{}, nil // a map never shrinks: drop the start-up replay's
-			}
+			l.trim()
 			return key
 		}
+	}
+}
+
+// trim drops the replay lane once nothing live is left in it: what remains are stale
+// entries, and a Go map never shrinks (the start-up replay's would stay its size).
+func (l *lanes) trim() {
+	if l.live == 0 && (len(l.replay) > 0 || len(l.inReplay) > 0) {
+		l.inReplay, l.replay = map[string]bool{}, nil
 	}
 }

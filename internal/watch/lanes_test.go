@@ -101,6 +101,13 @@ func TestLanesKeepWorkqueueSemantics(t *testing.T) {
 		assert.ElementsMatch(t, []string{"a", "b"}, lq.drain())
 		assert.Zero(t, lq.l.Len())
 	})
+	t.Run("a replay lane left with stale entries only is dropped", func(t *testing.T) {
+		lq := newLaneQueue()
+		lq.replay("a", "b")
+		lq.urgent("a", "b") // both move; only stale entries are left behind
+		assert.Empty(t, lq.l.replay)
+		assert.Equal(t, []string{"a", "b"}, lq.drain())
+	})
 	t.Run("shutdown hands out nothing more once empty", func(t *testing.T) {
 		lq := newLaneQueue()
 		lq.replay("a")
