@@ -9,6 +9,11 @@ import "sync"
 // lanes"). The workqueue above it is unchanged: it still dedups a key queued twice, never
 // hands one key to two workers, and owns retries and shutdown; lanes only orders.
 //
+// At most replayCap replayed keys are handled at once (replayDone ends one): Len hides
+// the replay lane while that many are in progress, so the workers left over are free
+// for changes, and a replay (answered from the caches: CPU, no request) cannot take
+// every worker's share of the CPU.
+//
 // Push, Touch, Len and Pop are called under the workqueue's lock; demote is called by
 // the watcher before it adds a replay key, so lanes has a lock of its own for that.
 type lanes struct {
@@ -21,10 +26,21 @@ type lanes struct {
 	// demoted: keys whose next Push or Touch is a replay add (set by demote).
 	demoted map[string]bool
 	live    int // live entries of the replay lane
+	// busy: replayed keys being handled, at most replayCap.
+	busy      map[string]bool
+	replayCap int
 }
 
-func newLanes() *lanes {
-	return &lanes{inReplay: map[string]bool{}, demoted: map[string]bool{}}
+func newLanes(replayCap int) *lanes {
+	return &lanes{inReplay: map[string]bool{}, demoted: map[string]bool{}, busy: map[string]bool{}, replayCap: max(replayCap, 1)}
+}
+
+// replayDone reports that the worker holding key is done with it: when it came from the
+// replay lane, its slot is free (the worker's next Get can take the next replayed key).
+func (l *lanes) replayDone(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.busy, key)
 }
 
 // demote marks the next add of key as a replay (initial list, resync): it goes to the
@@ -75,10 +91,14 @@ func (l *lanes) Touch(key string) {
 	}
 }
 
-// Len is the number of queued keys.
+// Len is the number of keys a worker may take now: the urgent ones, and the replayed
+// ones unless replayCap of them are being handled.
 func (l *lanes) Len() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if len(l.busy) >= l.replayCap {
+		return len(l.urgent)
+	}
 	return len(l.urgent) + l.live
 }
 
@@ -100,6 +120,7 @@ func (l *lanes) Pop() string {
 		if l.inReplay[key] {
 			delete(l.inReplay, key)
 			l.live--
+			l.busy[key] = true
 			l.trim()
 			return key
 		}

@@ -15,7 +15,7 @@ type laneQueue struct {
 }
 
 func newLaneQueue() laneQueue {
-	l := newLanes()
+	l := newLanes(2)
 	return laneQueue{l: l, q: workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[string]{Queue: l})}
 }
 
@@ -37,9 +37,7 @@ func (lq laneQueue) urgent(keys ...string) {
 func (lq laneQueue) drain() []string {
 	var out []string
 	for lq.q.Len() > 0 {
-		k, _ := lq.q.Get()
-		out = append(out, k)
-		lq.q.Done(k)
+		out = append(out, mustGet(lq))
 	}
 	return out
 }
@@ -108,6 +106,22 @@ func TestLanesKeepWorkqueueSemantics(t *testing.T) {
 		assert.Empty(t, lq.l.replay)
 		assert.Equal(t, []string{"a", "b"}, lq.drain())
 	})
+	t.Run("replayed keys in progress are bounded, changes are not", func(t *testing.T) {
+		lq := newLaneQueue() // replayCap 2
+		lq.replay("r1", "r2", "r3")
+		a, _ := lq.q.Get()
+		b, _ := lq.q.Get()
+		assert.Equal(t, []string{"r1", "r2"}, []string{a, b})
+		assert.Zero(t, lq.q.Len(), "r3 waits while two replayed keys are in progress")
+		lq.urgent("new")
+		assert.Equal(t, "new", mustGet(lq), "a change is taken while the replay is at its bound")
+		lq.l.replayDone(a)
+		lq.q.Done(a)
+		assert.Equal(t, "r3", mustGet(lq), "a finished replayed key frees its slot")
+		lq.l.replayDone(b)
+		lq.q.Done(b)
+		assert.Zero(t, lq.q.Len())
+	})
 	t.Run("shutdown hands out nothing more once empty", func(t *testing.T) {
 		lq := newLaneQueue()
 		lq.replay("a")
@@ -122,8 +136,10 @@ func TestLanesKeepWorkqueueSemantics(t *testing.T) {
 	})
 }
 
+// mustGet takes one key and is done with it, as a watcher worker is.
 func mustGet(lq laneQueue) string {
 	k, _ := lq.q.Get()
+	lq.l.replayDone(k)
 	lq.q.Done(k)
 	return k
 }

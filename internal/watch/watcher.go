@@ -131,7 +131,7 @@ func New(replicaSets toolscache.SharedIndexInformer, d Dispatcher, opts Options)
 	if log == nil {
 		log = slog.Default()
 	}
-	w := &Watcher{sources: sources, d: d, opts: opts, spec: spec, log: log.With("component", "watcher"), lanes: newLanes()}
+	w := &Watcher{sources: sources, d: d, opts: opts, spec: spec, log: log.With("component", "watcher"), lanes: newLanes(opts.Workers / 4)}
 	const name = "configmap-attacher-watch"
 	base := workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[string]{Name: name, Queue: w.lanes})
 	w.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
@@ -341,6 +341,7 @@ func (w *Watcher) processNext(ctx, work context.Context) bool {
 		return false
 	}
 	defer w.queue.Done(key)
+	defer w.lanes.replayDone(key)
 	if ctx.Err() != nil {
 		return false // stopping: dropped, the watcher is level-triggered (the next start handles it)
 	}
