@@ -89,7 +89,7 @@ const StopGrace = 5 * time.Second
 // DefaultWorkers is Options.Workers' default. Each worker's attach is a GET and a PATCH
 // in series, and in a burst the apiserver shares its time among the requests in flight:
 // the ReplicaSets' creator and the watcher. With 48 the watcher keeps pace with the
-// creates in `make bench` (bench/README.md, "Watcher workers"; 16 fell behind by a
+// creates in dev runs (bench/README.md, "Issue 19, pace"; 16 fell behind by a
 // quarter to a half); with --kube-api-qps raised: at 50 QPS the client limiter decides.
 const DefaultWorkers = 48
 
