@@ -85,7 +85,10 @@ type Cache struct {
 	misses sync.Map // resource -> *atomic.Int64, for tests and metrics
 }
 
-var _ core.Reader = (*Cache)(nil)
+var (
+	_ core.Reader          = (*Cache)(nil)
+	_ core.ReplicaSetCache = (*Cache)(nil)
+)
 
 // New builds the informers (nothing is started). clients must carry Kube, Dynamic and
 // Metadata clients.
@@ -291,6 +294,18 @@ func (c *Cache) ReplicaSet(ctx context.Context, namespace, name string) (*appsv1
 	}
 	c.miss("replicasets")
 	return c.clients.Kube.AppsV1().ReplicaSets(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+// CachedReplicaSet implements core.ReplicaSetCache: the cached ReplicaSet, or ok false
+// (counted as a miss; the caller reads it live).
+func (c *Cache) CachedReplicaSet(namespace, name string) (*appsv1.ReplicaSet, bool) {
+	if c.inScope(namespace) {
+		if rs, err := c.rsLister.ReplicaSets(namespace).Get(name); err == nil {
+			return rs, true
+		}
+	}
+	c.miss("replicasets")
+	return nil, false
 }
 
 // Deployment implements core.Reader: the cached Deployment, else a live GET.

@@ -74,7 +74,7 @@ func DefaultServeOptions() ServeOptions {
 		MaxBodyBytes: event.MaxPayloadBytes, LogLevel: "info", LogFormat: "text",
 		ClusterProbeInterval: cluster.DefaultProbeInterval,
 		WatchResync:          10 * time.Minute, WatchWorkers: watch.DefaultWorkers, EventBusStream: eventbus.DefaultStream, EventBusDurable: eventbus.DefaultDurable,
-		EventBusInFlight: 16, EventBusAckWait: 30 * time.Second, EventBusMaxDeliver: eventbus.DefaultMaxDeliver, GCMinAge: gc.DefaultMinAge, GCKeep: gc.DefaultKeep}
+		EventBusInFlight: eventbus.DefaultMaxInFlight, EventBusAckWait: 30 * time.Second, EventBusMaxDeliver: eventbus.DefaultMaxDeliver, GCMinAge: gc.DefaultMinAge, GCKeep: gc.DefaultKeep}
 }
 
 // AddFlags binds the options to a flag set.

@@ -138,7 +138,7 @@ func (a *Attacher) Attach(ctx context.Context, ev Event) (Result, error) {
 	if err := a.admit(&ev); err != nil {
 		return res, err
 	}
-	rs, err := a.resolveReplicaSet(ctx, ev)
+	rs, fresh, err := a.resolveReplicaSet(ctx, ev)
 	if err != nil {
 		return res, err
 	}
@@ -169,8 +169,12 @@ func (a *Attacher) Attach(ctx context.Context, ev Event) (Result, error) {
 		return res, res.err()
 	}
 	// Safety rule 2: confirm the owner live right before writing. A revision owned
-	// only by a dead owner would be deleted by the garbage collector at once.
-	live, err := a.confirmLive(ctx, ev, rs)
+	// only by a dead owner would be deleted by the garbage collector at once. A
+	// ReplicaSet this Attach read live already (the cache had not seen it) is confirmed.
+	live, err := rs, nil
+	if !fresh {
+		live, err = a.confirmLive(ctx, ev, rs)
+	}
 	if err != nil {
 		for _, p := range pending {
 			res.Objects[p.idx].Outcome = OutcomeSkipped
@@ -277,19 +281,33 @@ func (e *objectErrors) Error() string   { return e.msg }
 func (e *objectErrors) Unwrap() []error { return e.errs }
 
 // resolveReplicaSet applies safety rules 1 and 2 to the (possibly cached) ReplicaSet.
-func (a *Attacher) resolveReplicaSet(ctx context.Context, ev Event) (*appsv1.ReplicaSet, error) {
-	rs, err := a.cfg.Reader.ReplicaSet(ctx, ev.Namespace, ev.Name)
-	if err == nil && ev.UID != "" && rs.UID != ev.UID {
+// fresh reports that it was read live here (a cache miss, or a UID the cache has not
+// seen yet): that read is the confirm of rule 2 (docs/design.md, "The live confirm").
+func (a *Attacher) resolveReplicaSet(ctx context.Context, ev Event) (rs *appsv1.ReplicaSet, fresh bool, err error) {
+	if c, ok := a.cfg.Reader.(ReplicaSetCache); ok {
+		if rs, ok = c.CachedReplicaSet(ev.Namespace, ev.Name); !ok {
+			rs, fresh, err = a.getReplicaSet(ctx, ev)
+		}
+	} else {
+		rs, err = a.cfg.Reader.ReplicaSet(ctx, ev.Namespace, ev.Name)
+	}
+	if err == nil && ev.UID != "" && rs.UID != ev.UID && !fresh {
 		// The cache may lag a delete-and-recreate: ask the apiserver before refusing.
-		rs, err = a.cfg.Client.AppsV1().ReplicaSets(ev.Namespace).Get(ctx, ev.Name, metav1.GetOptions{})
+		rs, fresh, err = a.getReplicaSet(ctx, ev)
 	}
 	switch {
 	case apierrors.IsNotFound(err):
-		return nil, refusedf("ReplicaSet %s/%s does not exist (deleted, or never created)", ev.Namespace, ev.Name)
+		return nil, false, refusedf("ReplicaSet %s/%s does not exist (deleted, or never created)", ev.Namespace, ev.Name)
 	case err != nil:
-		return nil, apiFailure("reading", "ReplicaSet "+ev.Namespace+"/"+ev.Name, err)
+		return nil, false, apiFailure("reading", "ReplicaSet "+ev.Namespace+"/"+ev.Name, err)
 	}
-	return rs, checkOwner(ev, rs)
+	return rs, fresh, checkOwner(ev, rs)
+}
+
+// getReplicaSet reads the event's ReplicaSet live.
+func (a *Attacher) getReplicaSet(ctx context.Context, ev Event) (*appsv1.ReplicaSet, bool, error) {
+	rs, err := a.cfg.Client.AppsV1().ReplicaSets(ev.Namespace).Get(ctx, ev.Name, metav1.GetOptions{})
+	return rs, err == nil, err
 }
 
 // checkOwner refuses a ReplicaSet whose UID differs from the event's or that is being deleted.

@@ -48,6 +48,14 @@ type Reader interface {
 	Users(ctx context.Context, kind Kind, namespace, name string) (*Users, error)
 }
 
+// ReplicaSetCache is an optional Reader extension for informer-backed readers:
+// CachedReplicaSet answers from the cache alone (ok false on a miss). On a miss the
+// Attacher reads the ReplicaSet live itself, and that read serves as the live confirm of
+// safety rule 2: one GET, not two, for an event that outruns the cache.
+type ReplicaSetCache interface {
+	CachedReplicaSet(namespace, name string) (*appsv1.ReplicaSet, bool)
+}
+
 // LiveReader reads every object straight from the apiserver (one GET each). It is what
 // the one-shot CLI uses; long-running paths use informer-backed readers.
 type LiveReader struct {

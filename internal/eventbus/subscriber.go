@@ -57,7 +57,7 @@ type SubscriberOptions struct {
 	// Options are the effective options of every event (the dispatcher's ParseSpec of
 	// the service's spec); nil means core.DefaultOptions.
 	Options *core.Options
-	// MaxInFlight bounds the messages being handled at once; default 16.
+	// MaxInFlight bounds the messages being handled at once; default DefaultMaxInFlight.
 	MaxInFlight int
 	// AckWait is how long JetStream waits for an ack before redelivering; default 30 s.
 	// Long work sends in-progress heartbeats every AckWait/3.
@@ -84,6 +84,11 @@ type SubscriberOptions struct {
 	Registerer prometheus.Registerer
 }
 
+// DefaultMaxInFlight is SubscriberOptions.MaxInFlight's default: as many as the
+// watcher's workers (watch.DefaultWorkers), for the same reason: in a burst an attach's
+// GET and PATCH share the apiserver with the creates, and fewer in flight fall behind.
+const DefaultMaxInFlight = 48
+
 func (o *SubscriberOptions) defaults() error {
 	if o.URL == "" {
 		return core.Invalidf("eventbus-url", "the NATS URL is required")
@@ -95,7 +100,7 @@ func (o *SubscriberOptions) defaults() error {
 		o.Durable = DefaultDurable
 	}
 	if o.MaxInFlight <= 0 {
-		o.MaxInFlight = 16
+		o.MaxInFlight = DefaultMaxInFlight
 	}
 	if o.AckWait <= 0 {
 		o.AckWait = 30 * time.Second

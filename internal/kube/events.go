@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -70,8 +71,32 @@ func (r *SyncRecorder) log() *slog.Logger {
 // event recorder (record.EventBroadcaster) writing to client, for long-running services,
 // and the function that stops its broadcaster. Events are recorded with source component
 // UserAgent.
+//
+// Normal Events (one "Attached" per object changed) share one spam-filter bucket per
+// namespace and reason (EventBurst, then EventQPS), where client-go's default bucket is
+// per object: a burst of a thousand new ReplicaSets in a namespace writes EventBurst
+// Events, not a thousand, so that an attach costs its PATCH and no second write
+// (docs/design.md, "Events"). Warnings keep a bucket per object.
 func NewBroadcastRecorder(client kubernetes.Interface) (record.EventRecorder, func()) {
-	b := record.NewBroadcaster()
+	b := record.NewBroadcaster(record.WithCorrelatorOptions(record.CorrelatorOptions{
+		BurstSize: EventBurst, QPS: EventQPS, SpamKeyFunc: EventSpamKey}))
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: UserAgent}), b.Shutdown
+}
+
+// The spam filter of NewBroadcastRecorder: EventBurst Events at once per bucket, then
+// EventQPS a second.
+const (
+	EventBurst = 50
+	EventQPS   = 1
+)
+
+// EventSpamKey is the spam-filter bucket of an Event (record.EventSpamKeyFunc): its
+// source, namespace, type and reason for a Normal Event; a Warning's involved object too.
+func EventSpamKey(ev *corev1.Event) string {
+	key := []string{ev.Source.Component, ev.Source.Host, ev.InvolvedObject.Namespace, ev.Type, ev.Reason}
+	if ev.Type != corev1.EventTypeNormal {
+		key = append(key, ev.InvolvedObject.Kind, ev.InvolvedObject.Name, string(ev.InvolvedObject.UID))
+	}
+	return strings.Join(key, "/")
 }

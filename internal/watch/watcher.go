@@ -64,7 +64,8 @@ type Options struct {
 // is level-triggered: the informers' initial lists backfill every existing object at
 // start (events missed while the service was down are repaired), a periodic resync
 // queues them all again, and the core's idempotence makes those replays cost no write
-// (and, served from the caches, no request).
+// (and, served from the caches, no request). The queue has two lanes (lanes): changes
+// seen after start, and retries, go before those replays.
 type Watcher struct {
 	sources map[string]toolscache.SharedIndexInformer // by kind: ReplicaSet, ConfigMap, Secret
 	d       Dispatcher
@@ -72,6 +73,8 @@ type Watcher struct {
 	spec    core.Options
 	log     *slog.Logger
 	queue   workqueue.TypedRateLimitingInterface[string]
+	lanes   *lanes
+	addMu   sync.Mutex // pairs a lane mark with its queue.Add
 
 	mu      sync.Mutex
 	handled int64
@@ -82,10 +85,12 @@ type Watcher struct {
 // sent whole or not at all).
 const StopGrace = 5 * time.Second
 
-// DefaultWorkers is Options.Workers' default.
-// 16 measured best in `make bench` (burst attach rate 135/s at 4, 194/s at 16, no gain at
-// 32), with --kube-api-qps raised; at the default 50 QPS the client limiter decides.
-const DefaultWorkers = 16
+// DefaultWorkers is Options.Workers' default. Each worker's attach is a GET and a PATCH
+// in series, and in a burst the apiserver shares its time among the requests in flight:
+// the ReplicaSets' creator and the watcher. With 48 the watcher keeps pace with the
+// creates in dev runs (bench/README.md, "Issue 19, pace"; 16 fell behind by a
+// quarter to a half); with --kube-api-qps raised: at 50 QPS the client limiter decides.
+const DefaultWorkers = 48
 
 const kindReplicaSet = "ReplicaSet"
 
@@ -125,9 +130,12 @@ func New(replicaSets toolscache.SharedIndexInformer, d Dispatcher, opts Options)
 	if log == nil {
 		log = slog.Default()
 	}
-	w := &Watcher{sources: sources, d: d, opts: opts, spec: spec, log: log.With("component", "watcher"),
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "configmap-attacher-watch"})}
+	w := &Watcher{sources: sources, d: d, opts: opts, spec: spec, log: log.With("component", "watcher"), lanes: newLanes(opts.Workers / 4)}
+	const name = "configmap-attacher-watch"
+	base := workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[string]{Name: name, Queue: w.lanes})
+	w.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: name,
+			DelayingQueue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{Name: name, Queue: base})})
 	return w, nil
 }
 
@@ -192,16 +200,18 @@ func (w *Watcher) kinds() []string {
 	return out
 }
 
-// resync queues every cached object again: the periodic repair.
+// resync queues every cached object again, in the replay lane: the periodic repair.
 func (w *Watcher) resync() {
 	for kind, inf := range w.sources {
 		for _, obj := range inf.GetStore().List() {
-			w.enqueue(kind, obj)
+			w.enqueue(kind, obj, true)
 		}
 	}
 }
 
-func (w *Watcher) handler(kind string) toolscache.ResourceEventHandlerFuncs {
+// handler queues the informer's objects: those of its initial list (the start-up
+// replay) in the replay lane, every later add and relevant update in the urgent one.
+func (w *Watcher) handler(kind string) toolscache.ResourceEventHandlerDetailedFuncs {
 	relevant := relevantUpdate
 	if kind != kindReplicaSet {
 		// An object that was a candidate stays one for this update (a PUT that wiped its
@@ -212,11 +222,11 @@ func (w *Watcher) handler(kind string) toolscache.ResourceEventHandlerFuncs {
 			return revisionNeedsLook(old, obj) && (w.isCandidate(kind, old) || w.isCandidate(kind, obj))
 		}
 	}
-	return toolscache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { w.enqueue(kind, obj) },
+	return toolscache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, isInInitialList bool) { w.enqueue(kind, obj, isInInitialList) },
 		UpdateFunc: func(old, obj any) {
 			if relevant(old, obj) {
-				w.add(kind, obj)
+				w.add(kind, obj, false)
 			}
 		},
 	}
@@ -265,23 +275,34 @@ func revisionNeedsLook(old, obj any) bool {
 }
 
 // enqueue queues obj unless it is terminating or, for a config object, no candidate.
-func (w *Watcher) enqueue(kind string, obj any) {
+func (w *Watcher) enqueue(kind string, obj any, replay bool) {
 	if kind != kindReplicaSet && !w.isCandidate(kind, obj) {
 		return
 	}
-	w.add(kind, obj)
+	w.add(kind, obj, replay)
 }
 
-// add queues obj unless it is terminating.
-func (w *Watcher) add(kind string, obj any) {
+// add queues obj unless it is terminating: in the replay lane when replay is set (and
+// obj is not queued urgent already), else in the urgent lane (moving it there if it
+// waits in the replay lane).
+func (w *Watcher) add(kind string, obj any, replay bool) {
 	m, ok := obj.(metav1.Object)
 	if !ok || m.GetDeletionTimestamp() != nil {
 		return
 	}
 	key, err := toolscache.MetaNamespaceKeyFunc(obj)
-	if err == nil {
-		w.queue.Add(kind + "/" + key)
+	if err != nil {
+		return
 	}
+	key = kind + "/" + key
+	w.addMu.Lock()
+	defer w.addMu.Unlock()
+	if replay {
+		w.lanes.demote(key)
+	} else {
+		w.lanes.promote(key)
+	}
+	w.queue.Add(key)
 }
 
 // isCandidate reports whether the config object obj of kind may be a revision the
@@ -321,6 +342,7 @@ func (w *Watcher) processNext(ctx, work context.Context) bool {
 		return false
 	}
 	defer w.queue.Done(key)
+	defer w.lanes.replayDone(key)
 	if ctx.Err() != nil {
 		return false // stopping: dropped, the watcher is level-triggered (the next start handles it)
 	}

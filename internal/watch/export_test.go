@@ -1,0 +1,16 @@
+package watch
+
+// Queued is the number of keys waiting in the watcher's queue (both lanes, including
+// replayed keys held back by the replay bound).
+func (w *Watcher) Queued() int {
+	w.lanes.mu.Lock()
+	defer w.lanes.mu.Unlock()
+	return len(w.lanes.urgent) + w.lanes.live
+}
+
+// Urgent is the number of keys waiting in the urgent lane.
+func (w *Watcher) Urgent() int {
+	w.lanes.mu.Lock()
+	defer w.lanes.mu.Unlock()
+	return len(w.lanes.urgent)
+}

@@ -1,0 +1,135 @@
+package watch_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/configmap-attacher/configmap-attacher/internal/controlplane"
+	"github.com/configmap-attacher/configmap-attacher/internal/core"
+	"github.com/configmap-attacher/configmap-attacher/internal/dispatch"
+	"github.com/configmap-attacher/configmap-attacher/internal/testfix"
+	"github.com/configmap-attacher/configmap-attacher/internal/watch"
+)
+
+// recordingDispatcher records the ReplicaSets dispatched, in order; its first call runs
+// during (at the very start of) the start-up replay and calls during once.
+type recordingDispatcher struct {
+	during func(ctx context.Context) error
+	mu     sync.Mutex
+	order  []string
+	err    error
+}
+
+func (d *recordingDispatcher) Dispatch(ctx context.Context, req dispatch.Request) dispatch.Answer {
+	d.mu.Lock()
+	first := len(d.order) == 0
+	d.order = append(d.order, req.Event.Name)
+	d.mu.Unlock()
+	if first {
+		err := d.during(ctx)
+		d.mu.Lock()
+		d.err = err
+		d.mu.Unlock()
+	}
+	return dispatch.Answer{Class: dispatch.ClassOK}
+}
+
+func (d *recordingDispatcher) GaveUp(dispatch.Path, core.Event, string, error) {}
+
+func (d *recordingDispatcher) seen() ([]string, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]string(nil), d.order...), d.err
+}
+
+// A change made while the watcher replays its start-up list (a real apiserver's watch
+// event, isInInitialList false) is handled before the rest of the replay, and every
+// ReplicaSet is handled exactly once. One worker, held on the first replayed object
+// until the change is queued, makes the replay as long as the test needs: no timing.
+func TestChangeDuringReplayGoesFirst(t *testing.T) {
+	cp := controlplane.Require(t, sharedCP)
+	kc := cp.Client()
+	const replayed = 20
+	cases := []struct {
+		name   string
+		change func(ctx context.Context, kc kubernetes.Interface, ns string) error
+		first  string // handled right after the first replayed object
+		queued int    // keys queued (both lanes) once the change is in
+		want   int    // distinct ReplicaSets handled in all
+	}{
+		{"created during the replay", func(ctx context.Context, kc kubernetes.Interface, ns string) error {
+			_, err := kc.AppsV1().ReplicaSets(ns).Create(ctx, testfix.ReplicaSet("new", "cfg"), metav1.CreateOptions{})
+			return err
+		}, "new", replayed, replayed + 1},
+		{"changed while waiting in the replay", func(ctx context.Context, kc kubernetes.Interface, ns string) error {
+			rs, err := kc.AppsV1().ReplicaSets(ns).Get(ctx, fmt.Sprintf("rs-%02d", replayed-1), metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			rs.Labels = map[string]string{"changed": "true"}
+			_, err = kc.AppsV1().ReplicaSets(ns).Update(ctx, rs, metav1.UpdateOptions{})
+			return err
+		}, fmt.Sprintf("rs-%02d", replayed-1), replayed - 1, replayed},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := fmt.Sprintf("watch-lanes-%d", i)
+			testfix.CreateNamespace(t, kc, ns)
+			for j := range replayed {
+				testfix.CreateReplicaSet(t, kc, ns, fmt.Sprintf("rs-%02d", j), "cfg")
+			}
+			fac := informers.NewSharedInformerFactoryWithOptions(kc, 0, informers.WithNamespace(ns))
+			inf := fac.Apps().V1().ReplicaSets().Informer()
+			var w *watch.Watcher
+			d := &recordingDispatcher{during: func(ctx context.Context) error {
+				if err := tc.change(ctx, kc, ns); err != nil {
+					return err
+				}
+				// Hold the only worker until the watch event is queued (urgent), with the
+				// rest of the replay still waiting.
+				return wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+					return w.Urgent() == 1 && w.Queued() == tc.queued, nil
+				})
+			}}
+			var err error
+			w, err = watch.New(inf, d, watch.Options{Workers: 1, Resync: -1, Logger: testfix.Quiet()})
+			require.NoError(t, err)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			fac.Start(ctx.Done())
+			done := make(chan error, 1)
+			go func() { done <- w.Run(ctx) }()
+			controlplane.Eventually(t, time.Minute, "every ReplicaSet handled", func() error {
+				if got := w.Handled(); got < int64(tc.want) {
+					return fmt.Errorf("%d of %d handled", got, tc.want)
+				}
+				return nil
+			})
+			order, derr := d.seen()
+			require.NoError(t, derr, "the change during the replay")
+			require.GreaterOrEqual(t, len(order), 2)
+			assert.Equal(t, tc.first, order[1], "the change goes before the rest of the replay: %v", order)
+			counts := map[string]int{}
+			for _, name := range order {
+				counts[name]++
+			}
+			assert.Len(t, counts, tc.want, "every ReplicaSet handled: %v", order)
+			for name, n := range counts {
+				assert.Equal(t, 1, n, "%s handled once: %v", name, order)
+			}
+			assert.Zero(t, w.Queued())
+			cancel()
+			require.NoError(t, <-done)
+		})
+	}
+}
