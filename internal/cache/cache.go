@@ -300,7 +300,7 @@ func (c *Cache) ReplicaSet(ctx context.Context, namespace, name string) (*appsv1
 // (counted as a miss; the caller reads it live).
 func (c *Cache) CachedReplicaSet(namespace, name string) (*appsv1.ReplicaSet, bool) {
 	if c.inScope(namespace) {
-		if rs, err := c.rsLister.ReplicaSets(namespace).Get(name); err == nil {
+		if rs, ok := cached(c.rsInf, namespace, name).(*appsv1.ReplicaSet); ok {
 			return rs, true
 		}
 	}
