@@ -25,14 +25,18 @@ type lanes struct {
 	inReplay map[string]bool
 	// demoted: keys whose next Push or Touch is a replay add (set by demote).
 	demoted map[string]bool
-	live    int // live entries of the replay lane
+	// urgentAdd: keys whose last add was urgent and not yet taken by Push or Touch (the
+	// key is being handled: the workqueue pushes it at Done). A replay add then does not
+	// demote it.
+	urgentAdd map[string]bool
+	live      int // live entries of the replay lane
 	// busy: replayed keys being handled, at most replayCap.
 	busy      map[string]bool
 	replayCap int
 }
 
 func newLanes(replayCap int) *lanes {
-	return &lanes{inReplay: map[string]bool{}, demoted: map[string]bool{}, busy: map[string]bool{}, replayCap: max(replayCap, 1)}
+	return &lanes{inReplay: map[string]bool{}, demoted: map[string]bool{}, urgentAdd: map[string]bool{}, busy: map[string]bool{}, replayCap: max(replayCap, 1)}
 }
 
 // replayDone reports that the worker holding key is done with it: when it came from the
@@ -48,6 +52,9 @@ func (l *lanes) replayDone(key string) {
 func (l *lanes) demote(key string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.urgentAdd[key] {
+		return // an urgent add not pushed yet (the key is being handled) stays urgent
+	}
 	l.demoted[key] = true
 }
 
@@ -57,6 +64,7 @@ func (l *lanes) promote(key string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.demoted, key)
+	l.urgentAdd[key] = true
 }
 
 // Push queues a key that is not queued: in the replay lane when demoted, else urgent
@@ -64,6 +72,7 @@ func (l *lanes) promote(key string) {
 func (l *lanes) Push(key string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	delete(l.urgentAdd, key)
 	if l.demoted[key] {
 		delete(l.demoted, key)
 		l.replay = append(l.replay, key)
@@ -79,6 +88,7 @@ func (l *lanes) Push(key string) {
 func (l *lanes) Touch(key string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	delete(l.urgentAdd, key)
 	if l.demoted[key] {
 		delete(l.demoted, key)
 		return
