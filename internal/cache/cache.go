@@ -323,10 +323,8 @@ func (c *Cache) Deployment(ctx context.Context, namespace, name string) (*appsv1
 // NotFound while the Argo Rollouts CRD is not installed).
 func (c *Cache) Rollout(ctx context.Context, namespace, name string) (*unstructured.Unstructured, error) {
 	if inf := c.rollouts.Load(); inf != nil && c.inScope(namespace) {
-		if obj, ok, err := (*inf).GetStore().GetByKey(namespace + "/" + name); err == nil && ok {
-			if u, ok := obj.(*unstructured.Unstructured); ok {
-				return u, nil
-			}
+		if u, ok := cached(*inf, namespace, name).(*unstructured.Unstructured); ok {
+			return u, nil // Decode's own copy
 		}
 	}
 	c.miss("rollouts")

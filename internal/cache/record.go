@@ -12,6 +12,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -251,14 +252,17 @@ func (r *metaRecord) DeepCopyObject() runtime.Object {
 
 // Decode returns the Kubernetes object a stored value of the cache's informers holds:
 // the *appsv1.ReplicaSet (etc.) of a workload, the *metav1.PartialObjectMetadata of a
-// config object, a fresh copy each time. Any other value is returned as it is (a Rollout,
-// an object built elsewhere).
+// config object, a fresh copy each time; a Rollout (stored as lean unstructured data) is
+// deep-copied, so it is the reader's own too. Any other value is returned as it is (an
+// object built elsewhere).
 func Decode(obj any) (any, error) {
 	switch r := obj.(type) {
 	case *record:
 		return r.object()
 	case *metaRecord:
 		return r.partial(), nil
+	case *unstructured.Unstructured:
+		return r.DeepCopy(), nil
 	}
 	return obj, nil
 }

@@ -45,7 +45,7 @@ func (c *Cache) Workloads(ctx context.Context, namespace string) ([]any, bool) {
 	if !(*inf).HasSynced() {
 		return out, false
 	}
-	objs, err := (*inf).GetIndexer().ByIndex(toolscache.NamespaceIndex, namespace)
+	objs, err := decodedByNamespace(*inf, namespace) // copies: a reader may edit its own
 	if err != nil {
 		return out, false
 	}
