@@ -82,3 +82,24 @@ func TestFreshReadIsNotAConfirmRightBeforeTheWrite(t *testing.T) {
 		})
 	}
 }
+
+// Breaker s5 (low): an event without a UID (a bare namespace/name: a trigger spec, the
+// old Job's form) for a ReplicaSet the cache still holds as an older namesake (deleted
+// and recreated, the cache lagging) is refused as "replaced", though the live ReplicaSet
+// it names is the one to attach to and the confirm read it already. With a UID the same
+// lag is handled (resolveReplicaSet reads live).
+func TestStaleNamesakeWithoutEventUIDAttachesTheLiveOne(t *testing.T) {
+	const ns = "shop"
+	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web-1", UID: "rs-2"},
+		Spec: appsv1.ReplicaSetSpec{Template: podTemplate("web", "cfg")}}
+	older := rs.DeepCopy()
+	older.UID = "rs-1"
+	cm := metav1.ObjectMeta{Namespace: ns, Name: "cfg", UID: "cm", ResourceVersion: "1", Labels: map[string]string{core.LabelRevision: "true"}}
+	kc := fake.NewClientset(&corev1.ConfigMap{ObjectMeta: cm}, rs)
+	r := cachedReader{mapReader: mapReader{meta: map[string]*metav1.PartialObjectMetadata{"ConfigMap/cfg": {ObjectMeta: cm}}}, cached: older}
+	a, err := core.NewAttacher(core.Config{Client: kc, Reader: r, Logger: discardLogger()})
+	require.NoError(t, err)
+	res, err := a.Attach(context.Background(), core.Event{Namespace: ns, Name: rs.Name, Options: core.DefaultOptions()})
+	require.NoError(t, err)
+	assert.Equal(t, types.UID("rs-2"), res.UID)
+}
