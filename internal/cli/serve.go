@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -220,6 +221,11 @@ func (o *ServeOptions) Run(ctx context.Context, s *Streams) error {
 	log, err := NewLogger(s.Err, o.LogLevel, o.LogFormat)
 	if err != nil {
 		return err
+	}
+	if limit, err := applyMemoryLimit(os.Getenv); err != nil {
+		return err
+	} else if limit > 0 {
+		log.Info("Go soft memory limit set from the container's", "bytes", limit, "share", memoryLimitShare)
 	}
 	in, err := o.Ingress()
 	if err != nil {

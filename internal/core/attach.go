@@ -168,12 +168,17 @@ func (a *Attacher) Attach(ctx context.Context, ev Event) (Result, error) {
 		}
 		return res, res.err()
 	}
-	// Safety rule 2: confirm the owner live right before writing. A revision owned
-	// only by a dead owner would be deleted by the garbage collector at once. A
-	// ReplicaSet this Attach read live already (the cache had not seen it) is confirmed.
-	live, err := rs, nil
-	if !fresh {
-		live, err = a.confirmLive(ctx, ev, rs)
+	// Safety rule 2: confirm the owner live right before writing, even when it was read
+	// live above: the plan (config metadata, users, possibly live reads) runs between
+	// that read and the write. A revision owned only by a dead owner would be deleted by
+	// the garbage collector at once.
+	live, err := a.confirmLive(ctx, ev, rs)
+	var replaced *replacedError
+	if errors.As(err, &replaced) && ev.UID == "" && !fresh {
+		// The event named no UID and the cache held an older namesake: plan again for
+		// the live ReplicaSet (its UID from the apiserver), which is then read live.
+		ev.UID = replaced.live.UID
+		return a.Attach(ctx, ev)
 	}
 	if err != nil {
 		for _, p := range pending {
@@ -321,6 +326,16 @@ func checkOwner(ev Event, rs *appsv1.ReplicaSet) error {
 	return nil
 }
 
+// replacedError is a confirm's refusal because another ReplicaSet of the same name is
+// live than the one planned for; live is that one.
+type replacedError struct {
+	live *appsv1.ReplicaSet
+	err  error
+}
+
+func (e *replacedError) Error() string { return e.err.Error() }
+func (e *replacedError) Unwrap() error { return e.err }
+
 func (a *Attacher) confirmLive(ctx context.Context, ev Event, cached *appsv1.ReplicaSet) (*appsv1.ReplicaSet, error) {
 	live, err := a.cfg.Client.AppsV1().ReplicaSets(cached.Namespace).Get(ctx, cached.Name, metav1.GetOptions{})
 	switch {
@@ -330,7 +345,8 @@ func (a *Attacher) confirmLive(ctx context.Context, ev Event, cached *appsv1.Rep
 		return nil, apiFailure("confirming", "ReplicaSet "+cached.Namespace+"/"+cached.Name, err)
 	}
 	if live.UID != cached.UID {
-		return nil, refusedf("ReplicaSet %s/%s was replaced (UID %s, now %s)", cached.Namespace, cached.Name, cached.UID, live.UID)
+		return nil, &replacedError{live: live,
+			err: refusedf("ReplicaSet %s/%s was replaced (UID %s, now %s)", cached.Namespace, cached.Name, cached.UID, live.UID)}
 	}
 	return live, checkOwner(ev, live)
 }

@@ -154,17 +154,18 @@ func TestConfigMapRecreatedIsReevaluated(t *testing.T) {
 }
 
 // Rules 1 and 2: the ReplicaSet was deleted and recreated with the same name; a stale
-// cache still serves the old one. Neither the old UID (dead owner) nor an unconfirmed
-// owner may be written.
-func TestReplicaSetRecreatedIsRefused(t *testing.T) {
+// cache still serves the old one. The old UID (a dead owner) is never written: an event
+// naming it is refused; an event naming no UID gets the live ReplicaSet, planned again
+// for it and confirmed.
+func TestReplicaSetRecreatedNeverGetsTheDeadOwner(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		eventUID func(old, cur *appsv1.ReplicaSet) types.UID
-		want     []types.UID // owners expected afterwards; nil: none
+		live     bool // the live ReplicaSet is the one owner afterwards; false: no owner
 		refuse   bool
 	}{
-		{"old-uid-in-event", func(old, _ *appsv1.ReplicaSet) types.UID { return old.UID }, nil, true},
-		{"no-uid-stale-cache", func(*appsv1.ReplicaSet, *appsv1.ReplicaSet) types.UID { return "" }, nil, true},
+		{"old-uid-in-event", func(old, _ *appsv1.ReplicaSet) types.UID { return old.UID }, false, true},
+		{"no-uid-stale-cache", func(*appsv1.ReplicaSet, *appsv1.ReplicaSet) types.UID { return "" }, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
@@ -178,12 +179,18 @@ func TestReplicaSetRecreatedIsRefused(t *testing.T) {
 			res, err := a.Attach(ctx, core.Event{Namespace: e.ns, Name: "web-1", UID: tc.eventUID(old, cur), Options: core.DefaultOptions()})
 			if tc.refuse {
 				require.ErrorIs(t, err, core.ErrRefused, "%+v", res)
+			} else {
+				require.NoError(t, err, "%+v", res)
 			}
-			for _, r := range e.owners(core.KindConfigMap, "cfg-1") {
+			owners := e.owners(core.KindConfigMap, "cfg-1")
+			for _, r := range owners {
 				assert.NotEqual(t, old.UID, r.UID, "rule 2: attached to the dead ReplicaSet")
 			}
-			if tc.want == nil {
-				assert.Empty(t, e.owners(core.KindConfigMap, "cfg-1"))
+			if tc.live {
+				require.Len(t, owners, 1)
+				assert.Equal(t, cur.UID, owners[0].UID)
+			} else {
+				assert.Empty(t, owners)
 			}
 		})
 	}

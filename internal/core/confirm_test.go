@@ -31,10 +31,11 @@ func (c cachedReader) CachedReplicaSet(_, name string) (*appsv1.ReplicaSet, bool
 	return c.cached, true
 }
 
-// Safety rules 1-2 with a cache: a cached ReplicaSet is confirmed live before the write
-// (one GET); one the cache has not seen is read live once, and that read is the confirm
-// (one GET, not two); gone or terminating live, nothing is written.
-func TestLiveConfirmOneGetPerAttach(t *testing.T) {
+// Safety rules 1-2 with a cache: a cached ReplicaSet is confirmed live right before the
+// write (one GET); one the cache has not seen is read live, and confirmed again right
+// before the write (the plan runs in between); gone or terminating live, nothing is
+// written.
+func TestLiveConfirmRightBeforeEveryWrite(t *testing.T) {
 	const ns = "shop"
 	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web-1", UID: "rs-2"},
 		Spec: appsv1.ReplicaSetSpec{Template: podTemplate("web", "cfg")}}
@@ -52,8 +53,8 @@ func TestLiveConfirmOneGetPerAttach(t *testing.T) {
 		refused bool
 	}{
 		{"cached: confirmed live", rs, rs, 1, 1, false},
-		{"not cached yet: read live once", nil, rs, 1, 1, false},
-		{"cache holds an older namesake: read live once", older, rs, 1, 1, false},
+		{"not cached yet: read live, then confirmed", nil, rs, 2, 1, false},
+		{"cache holds an older namesake: read live, then confirmed", older, rs, 2, 1, false},
 		{"not cached and gone", nil, nil, 1, 0, true},
 		{"not cached and terminating", nil, terminating, 1, 0, true},
 		{"cached and gone live", rs, nil, 1, 0, true},
