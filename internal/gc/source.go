@@ -7,6 +7,9 @@ import (
 	"sort"
 	"sync"
 
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -77,101 +80,42 @@ func (l LiveSource) Snapshot(ctx context.Context, ns string) (*Snapshot, error) 
 	s := &Snapshot{Namespace: ns, Listed: map[schema.GroupKind]bool{}, Live: map[types.UID]bool{}}
 	kinds := l.kinds()
 	revs := make([][]Revision, len(kinds))
-	type listed struct {
-		gk schema.GroupKind
-		ws []Workload
-	}
 	apps, batch, corev := l.Client.AppsV1(), l.Client.BatchV1(), l.Client.CoreV1()
 	opts := metav1.ListOptions{}
+	in := " in " + ns
 	lists := []func(ctx context.Context) (listed, error){
-		func(ctx context.Context) (listed, error) {
-			list, err := apps.ReplicaSets(ns).List(ctx, opts)
-			if err != nil {
-				return listed{}, listErr("listing ReplicaSets in "+ns, err)
-			}
-			ws := make([]Workload, len(list.Items))
-			for i := range list.Items {
-				ws[i] = FromReplicaSet(&list.Items[i])
-			}
-			return listed{GKReplicaSet, ws}, nil
-		},
-		func(ctx context.Context) (listed, error) {
-			list, err := apps.Deployments(ns).List(ctx, opts)
-			if err != nil {
-				return listed{}, listErr("listing Deployments in "+ns, err)
-			}
-			ws := make([]Workload, len(list.Items))
-			for i := range list.Items {
-				ws[i] = FromDeployment(&list.Items[i])
-			}
-			return listed{GKDeployment, ws}, nil
-		},
-		func(ctx context.Context) (listed, error) {
-			list, err := apps.StatefulSets(ns).List(ctx, opts)
-			if err != nil {
-				return listed{}, listErr("listing StatefulSets in "+ns, err)
-			}
-			ws := make([]Workload, len(list.Items))
-			for i := range list.Items {
-				ws[i] = FromStatefulSet(&list.Items[i])
-			}
-			return listed{GKStatefulSet, ws}, nil
-		},
-		func(ctx context.Context) (listed, error) {
-			list, err := apps.DaemonSets(ns).List(ctx, opts)
-			if err != nil {
-				return listed{}, listErr("listing DaemonSets in "+ns, err)
-			}
-			ws := make([]Workload, len(list.Items))
-			for i := range list.Items {
-				ws[i] = FromDaemonSet(&list.Items[i])
-			}
-			return listed{GKDaemonSet, ws}, nil
-		},
-		func(ctx context.Context) (listed, error) {
-			list, err := apps.ControllerRevisions(ns).List(ctx, opts)
-			if err != nil {
-				return listed{}, listErr("listing ControllerRevisions in "+ns, err)
-			}
-			ws := make([]Workload, len(list.Items))
-			for i := range list.Items {
-				ws[i] = FromControllerRevision(&list.Items[i])
-			}
-			return listed{GKControllerRevision, ws}, nil
-		},
-		func(ctx context.Context) (listed, error) {
-			list, err := batch.Jobs(ns).List(ctx, opts)
-			if err != nil {
-				return listed{}, listErr("listing Jobs in "+ns, err)
-			}
-			ws := make([]Workload, len(list.Items))
-			for i := range list.Items {
-				ws[i] = FromJob(&list.Items[i])
-			}
-			return listed{GKJob, ws}, nil
-		},
-		func(ctx context.Context) (listed, error) {
-			list, err := batch.CronJobs(ns).List(ctx, opts)
-			if err != nil {
-				return listed{}, listErr("listing CronJobs in "+ns, err)
-			}
-			ws := make([]Workload, len(list.Items))
-			for i := range list.Items {
-				ws[i] = FromCronJob(&list.Items[i])
-			}
-			return listed{GKCronJob, ws}, nil
-		},
-		func(ctx context.Context) (listed, error) {
-			list, err := corev.Pods(ns).List(ctx, opts)
-			if err != nil {
-				return listed{}, listErr("listing Pods in "+ns, err)
-			}
-			ws := make([]Workload, len(list.Items))
-			for i := range list.Items {
-				ws[i] = FromPod(&list.Items[i])
-			}
-			return listed{GKPod, ws}, nil
-		},
+		kindList(GKReplicaSet, "ReplicaSets"+in, func(ctx context.Context) ([]appsv1.ReplicaSet, error) {
+			l, err := apps.ReplicaSets(ns).List(ctx, opts)
+			return itemsOf(l, err, func(l *appsv1.ReplicaSetList) []appsv1.ReplicaSet { return l.Items })
+		}, FromReplicaSet),
+		kindList(GKDeployment, "Deployments"+in, func(ctx context.Context) ([]appsv1.Deployment, error) {
+			l, err := apps.Deployments(ns).List(ctx, opts)
+			return itemsOf(l, err, func(l *appsv1.DeploymentList) []appsv1.Deployment { return l.Items })
+		}, FromDeployment),
+		kindList(GKStatefulSet, "StatefulSets"+in, func(ctx context.Context) ([]appsv1.StatefulSet, error) {
+			l, err := apps.StatefulSets(ns).List(ctx, opts)
+			return itemsOf(l, err, func(l *appsv1.StatefulSetList) []appsv1.StatefulSet { return l.Items })
+		}, FromStatefulSet),
+		kindList(GKDaemonSet, "DaemonSets"+in, func(ctx context.Context) ([]appsv1.DaemonSet, error) {
+			l, err := apps.DaemonSets(ns).List(ctx, opts)
+			return itemsOf(l, err, func(l *appsv1.DaemonSetList) []appsv1.DaemonSet { return l.Items })
+		}, FromDaemonSet),
+		kindList(GKControllerRevision, "ControllerRevisions"+in, func(ctx context.Context) ([]appsv1.ControllerRevision, error) {
+			l, err := apps.ControllerRevisions(ns).List(ctx, opts)
+			return itemsOf(l, err, func(l *appsv1.ControllerRevisionList) []appsv1.ControllerRevision { return l.Items })
+		}, FromControllerRevision),
+		kindList(GKJob, "Jobs"+in, func(ctx context.Context) ([]batchv1.Job, error) {
+			l, err := batch.Jobs(ns).List(ctx, opts)
+			return itemsOf(l, err, func(l *batchv1.JobList) []batchv1.Job { return l.Items })
+		}, FromJob),
+		kindList(GKCronJob, "CronJobs"+in, func(ctx context.Context) ([]batchv1.CronJob, error) {
+			l, err := batch.CronJobs(ns).List(ctx, opts)
+			return itemsOf(l, err, func(l *batchv1.CronJobList) []batchv1.CronJob { return l.Items })
+		}, FromCronJob),
+		kindList(GKPod, "Pods"+in, func(ctx context.Context) ([]corev1.Pod, error) {
+			l, err := corev.Pods(ns).List(ctx, opts)
+			return itemsOf(l, err, func(l *corev1.PodList) []corev1.Pod { return l.Items })
+		}, FromPod),
 		func(ctx context.Context) (listed, error) {
 			list, err := l.Dynamic.Resource(core.RolloutGVR).Namespace(ns).List(ctx, opts)
 			switch {
@@ -248,6 +192,36 @@ func (l LiveSource) Snapshot(ctx context.Context, ns string) (*Snapshot, error) 
 		}
 	}
 	return s, nil
+}
+
+// listed is one kind's workloads in LiveSource.Snapshot.
+type listed struct {
+	gk schema.GroupKind
+	ws []Workload
+}
+
+// kindList is the list of one workload kind for LiveSource.Snapshot: list reads the
+// items ("what" names them in an error), from converts each.
+func kindList[T any](gk schema.GroupKind, what string, list func(context.Context) ([]T, error), from func(*T) Workload) func(context.Context) (listed, error) {
+	return func(ctx context.Context) (listed, error) {
+		items, err := list(ctx)
+		if err != nil {
+			return listed{}, listErr("listing "+what, err)
+		}
+		ws := make([]Workload, len(items))
+		for i := range items {
+			ws[i] = from(&items[i])
+		}
+		return listed{gk, ws}, nil
+	}
+}
+
+// itemsOf returns the items of a typed list answer, or its error.
+func itemsOf[L, T any](l *L, err error, items func(*L) []T) ([]T, error) {
+	if err != nil {
+		return nil, err
+	}
+	return items(l), nil
 }
 
 // listErr wraps a failed list: a *core.PermanentError when the apiserver refused it
