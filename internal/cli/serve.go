@@ -38,6 +38,7 @@ type ServeOptions struct {
 	QPS                     float32
 	Burst                   int
 	LogLevel, LogFormat     string
+	ProfilingAddr           string
 	// Multi-cluster (package cluster): --cluster (repeated), --all-contexts,
 	// --argocd-clusters, --default-cluster, --cluster-probe-interval.
 	Clusters             []string
@@ -99,6 +100,7 @@ func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.Burst, "kube-api-burst", o.Burst, "client-side burst to the apiserver (default 100)")
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "log level: debug, info, warn, error")
 	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "log format: text or json")
+	fs.StringVar(&o.ProfilingAddr, "profiling-addr", o.ProfilingAddr, `serve Go's runtime profiles (/debug/pprof/) on this loopback address, e.g. 127.0.0.1:6060 (default: off)`)
 	fs.StringArrayVar(&o.Clusters, "cluster", o.Clusters, "serve this kubeconfig context as a cluster named after it (repeat for several; default: the one cluster of --kubeconfig/--context/--in-cluster, named --cluster-name)")
 	fs.BoolVar(&o.AllContexts, "all-contexts", o.AllContexts, "serve every context of the kubeconfig, each a cluster named after it")
 	fs.StringVar(&o.ArgoCDNamespace, "argocd-clusters", o.ArgoCDNamespace, "also serve the clusters of the Argo CD cluster Secrets in this namespace of the default cluster, watched live")
@@ -202,6 +204,11 @@ func (o *ServeOptions) Validate() error {
 	if err := o.sources().Validate(); err != nil {
 		return usageError{err}
 	}
+	if o.ProfilingAddr != "" {
+		if err := server.ValidProfilingAddr(o.ProfilingAddr); err != nil {
+			return usagef("--profiling-addr: %v", err)
+		}
+	}
 	return o.Security.Validate(o.TLSCertFile != "")
 }
 
@@ -210,7 +217,7 @@ func (o *ServeOptions) ServerOptions() server.Options {
 	return server.Options{GRPCAddr: o.GRPCAddr, HTTPAddr: o.HTTPAddr, TLSCertFile: o.TLSCertFile, TLSKeyFile: o.TLSKeyFile,
 		ClusterName: o.ClusterName, Namespace: o.Namespace, MaxInFlight: o.MaxInFlight, ExecuteTimeout: o.ExecuteTimeout,
 		MaxBodyBytes: o.MaxBodyBytes, ShutdownTimeout: o.ShutdownTimeout, AllowSecrets: o.AllowSecrets,
-		BlockOwnerDeletion: o.BlockOwnerDeletion, ProbeInterval: o.ClusterProbeInterval}
+		BlockOwnerDeletion: o.BlockOwnerDeletion, ProbeInterval: o.ClusterProbeInterval, ProfilingAddr: o.ProfilingAddr}
 }
 
 // Run serves until ctx ends (SIGINT/SIGTERM), then shuts down gracefully.

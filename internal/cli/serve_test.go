@@ -22,6 +22,9 @@ func TestServeOptionsValidate(t *testing.T) {
 		{"zero timeout", func(o *ServeOptions) { o.ExecuteTimeout = 0 }, false},
 		{"tiny body limit", func(o *ServeOptions) { o.MaxBodyBytes = 10 }, false},
 		{"one server", func(o *ServeOptions) { o.HTTPAddr = "-"; o.ExecuteTimeout = time.Second }, true},
+		{"profiling on loopback", func(o *ServeOptions) { o.ProfilingAddr = "127.0.0.1:6060" }, true},
+		{"profiling on every interface", func(o *ServeOptions) { o.ProfilingAddr = ":6060" }, false},
+		{"profiling on a routable address", func(o *ServeOptions) { o.ProfilingAddr = "10.0.0.1:6060" }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := DefaultServeOptions()
@@ -42,7 +45,7 @@ func TestServeCommandFlags(t *testing.T) {
 	code := Main(context.Background(), []string{"serve", "--help"}, Streams{Out: &out, Err: &errb})
 	assert.Equal(t, ExitOK, code, errb.String())
 	for _, f := range []string{"--grpc-addr", "--http-addr", "--kubeconfig", "--context", "--tls-cert-file", "--tls-key-file",
-		"--max-in-flight", "--execute-timeout", "--allow-secrets", "--block-owner-deletion", "--log-level", "--log-format"} {
+		"--max-in-flight", "--execute-timeout", "--allow-secrets", "--block-owner-deletion", "--log-level", "--log-format", "--profiling-addr"} {
 		assert.Contains(t, out.String(), f)
 	}
 	code = Main(context.Background(), []string{"serve", "--max-in-flight", "0"}, Streams{Out: &out, Err: &errb})

@@ -262,6 +262,12 @@ func TestHostileInputRefused(t *testing.T) {
 			refused++
 		})
 	}
+	t.Run("http/the runtime's profiles are not on the receiver", func(t *testing.T) {
+		resp, err := http.Get("http://" + e.srv.HTTPAddr() + "/debug/pprof/heap")
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		assert.Equal(t, http.StatusNotFound, resp.StatusCode)
+	})
 	t.Run("eventbus", func(t *testing.T) {
 		n := 0
 		for _, tc := range cases {

@@ -66,6 +66,9 @@ type Options struct {
 	// apiserver; cluster.DefaultProbeInterval). While a probe fails the service is not
 	// ready and events for that cluster are answered "unavailable, retry".
 	ProbeInterval time.Duration
+	// ProfilingAddr, when set, serves the Go runtime's profiles (/debug/pprof/) on this
+	// loopback address, on a listener of its own.
+	ProfilingAddr string
 	// Logger receives logs; nil means slog.Default().
 	Logger *slog.Logger
 	// Clusters, when set, serves several clusters: the registry's options (its static
@@ -101,6 +104,7 @@ type Server struct {
 	sub      *eventbus.Subscriber
 	grpc     *trigger.GRPCServer
 	http     *trigger.HTTPServer
+	prof     *profiling
 }
 
 // New builds the whole service from o: the cluster registry (one cluster from cfg, or
@@ -211,6 +215,13 @@ func (s *Server) listen(tlsCfg *tls.Config) error {
 	o := s.opts
 	var err error
 	var glis, hlis net.Listener
+	closeAll := func() {
+		for _, l := range []net.Listener{glis, hlis} {
+			if l != nil {
+				_ = l.Close()
+			}
+		}
+	}
 	if o.GRPCAddr != "-" {
 		if glis, err = net.Listen("tcp", o.GRPCAddr); err != nil {
 			return fmt.Errorf("gRPC listen on %s: %w", o.GRPCAddr, err)
@@ -218,10 +229,14 @@ func (s *Server) listen(tlsCfg *tls.Config) error {
 	}
 	if o.HTTPAddr != "-" {
 		if hlis, err = net.Listen("tcp", o.HTTPAddr); err != nil {
-			if glis != nil {
-				_ = glis.Close()
-			}
+			closeAll()
 			return fmt.Errorf("HTTP listen on %s: %w", o.HTTPAddr, err)
+		}
+	}
+	if o.ProfilingAddr != "" {
+		if s.prof, err = newProfiling(o.ProfilingAddr); err != nil {
+			closeAll()
+			return err
 		}
 	}
 	// The servers wait a little longer than the dispatcher's grace: work cancelled at
@@ -287,6 +302,9 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.http != nil {
 		g.Go(func() error { return s.http.Run(gctx) })
 	}
+	if s.prof != nil {
+		g.Go(func() error { return s.prof.Run(gctx) })
+	}
 	if s.sub != nil {
 		g.Go(func() error {
 			// The subscription starts once the default cluster's caches are in sync, so
@@ -299,7 +317,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	s.log.Info("serving", "grpc", s.GRPCAddr(), "http", s.HTTPAddr(), "clusters", s.reg.Names(), "default", s.reg.DefaultName(),
 		"watch", s.opts.Ingress.Watch, "eventbus", s.sub != nil, "gcInterval", s.opts.Ingress.GC.Interval,
-		"tls", s.opts.TLSCertFile != "", "mtls", s.opts.TLSClientCAFile != "", "httpAuth", len(s.opts.HTTPToken) > 0,
+		"profiling", s.opts.ProfilingAddr, "tls", s.opts.TLSCertFile != "", "mtls", s.opts.TLSClientCAFile != "", "httpAuth", len(s.opts.HTTPToken) > 0,
 		"namespaces", s.opts.Namespaces.String())
 	if err := g.Wait(); err != nil {
 		return fmt.Errorf("serve: %w", err)
