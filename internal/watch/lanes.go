@@ -1,6 +1,9 @@
 package watch
 
-import "sync"
+import (
+	"context"
+	"sync"
+)
 
 // lanes is the storage under the watcher's client-go workqueue (workqueue.Queue): two
 // FIFO lanes, urgent and replay. Pop takes from the replay lane only when the urgent one
@@ -13,6 +16,10 @@ import "sync"
 // the replay lane while that many are in progress, so the workers left over are free
 // for changes, and a replay (answered from the caches: CPU, no request) cannot take
 // every worker's share of the CPU.
+//
+// The replay lane is fed a few keys ahead of the workers (Watcher.replayPass waits in
+// waitRoom), so a replay of N objects holds O(workers) keys, not N: the start-up replay
+// of a large cluster would otherwise queue every key at once.
 //
 // Push, Touch, Len and Pop are called under the workqueue's lock; demote is called by
 // the watcher before it adds a replay key, so lanes has a lock of its own for that.
@@ -33,10 +40,63 @@ type lanes struct {
 	// busy: replayed keys being handled, at most replayCap.
 	busy      map[string]bool
 	replayCap int
+	// room is signalled (never blocking) when the replay backlog shrinks; waitRoom waits on it.
+	room chan struct{}
+	// passKeys: while a replay pass runs, the keys taken from the urgent lane since it
+	// began. They were handled after the pass's snapshot: the pass skips them.
+	passKeys map[string]struct{}
 }
 
 func newLanes(replayCap int) *lanes {
-	return &lanes{inReplay: map[string]bool{}, demoted: map[string]bool{}, urgentAdd: map[string]bool{}, busy: map[string]bool{}, replayCap: max(replayCap, 1)}
+	return &lanes{inReplay: map[string]bool{}, demoted: map[string]bool{}, urgentAdd: map[string]bool{}, busy: map[string]bool{},
+		replayCap: max(replayCap, 1), room: make(chan struct{}, 1)}
+}
+
+// signal wakes a waitRoom (called with l.mu held).
+func (l *lanes) signal() {
+	select {
+	case l.room <- struct{}{}:
+	default:
+	}
+}
+
+// waitRoom waits until fewer than depth replayed keys are queued or being handled. It
+// returns false when ctx ends first.
+func (l *lanes) waitRoom(ctx context.Context, depth int) bool {
+	for {
+		l.mu.Lock()
+		backlog := l.live + len(l.busy)
+		l.mu.Unlock()
+		if backlog < depth {
+			return true
+		}
+		select {
+		case <-l.room:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// beginPass and endPass bracket a replay pass; handledInPass reports whether key was
+// taken from the urgent lane since the pass began.
+func (l *lanes) beginPass() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.passKeys = map[string]struct{}{}
+}
+
+func (l *lanes) endPass() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.passKeys = nil
+}
+
+func (l *lanes) handledInPass(key string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.passKeys[key]
+	return ok
 }
 
 // replayDone reports that the worker holding key is done with it: when it came from the
@@ -44,7 +104,10 @@ func newLanes(replayCap int) *lanes {
 func (l *lanes) replayDone(key string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	delete(l.busy, key)
+	if l.busy[key] {
+		delete(l.busy, key)
+		l.signal()
+	}
 }
 
 // demote marks the next add of key as a replay (initial list, resync): it goes to the
@@ -98,6 +161,7 @@ func (l *lanes) Touch(key string) {
 		l.live--
 		l.urgent = append(l.urgent, key)
 		l.trim()
+		l.signal()
 	}
 }
 
@@ -121,6 +185,9 @@ func (l *lanes) Pop() string {
 		key := l.urgent[0]
 		l.urgent[0] = ""
 		l.urgent = l.urgent[1:]
+		if l.passKeys != nil {
+			l.passKeys[key] = struct{}{}
+		}
 		return key
 	}
 	for {

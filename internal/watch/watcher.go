@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -48,8 +49,9 @@ type Options struct {
 	Listed func(kind core.Kind, namespace, name string) bool
 	// Workers is the number of objects handled at once; default DefaultWorkers.
 	Workers int
-	// Resync is how often every cached object is queued again, so that anything missed
-	// is repaired (the periodic repair); default 10 minutes, negative disables.
+	// Resync is how long after a replay of every cached object (at start, then
+	// periodically) the next one begins, so that anything missed is repaired (the
+	// periodic repair); default 10 minutes, negative: only the start-up replay.
 	Resync time.Duration
 	// MaxRetries bounds the retries of a transient failure per object before it waits
 	// for the next resync; default 10.
@@ -61,11 +63,11 @@ type Options struct {
 }
 
 // Watcher feeds every object of its informers to the dispatcher, one queue for all. It
-// is level-triggered: the informers' initial lists backfill every existing object at
-// start (events missed while the service was down are repaired), a periodic resync
-// queues them all again, and the core's idempotence makes those replays cost no write
-// (and, served from the caches, no request). The queue has two lanes (lanes): changes
-// seen after start, and retries, go before those replays.
+// is level-triggered: once the informers have synced, every cached object is replayed
+// (events missed while the service was down are repaired), a periodic resync replays
+// them all again, and the core's idempotence makes those replays cost no write (and,
+// served from the caches, no request). The queue has two lanes (lanes): changes seen
+// after start, and retries, go before those replays, which are fed a few at a time.
 type Watcher struct {
 	sources map[string]toolscache.SharedIndexInformer // by kind: ReplicaSet, ConfigMap, Secret
 	d       Dispatcher
@@ -179,9 +181,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	if w.opts.Resync > 0 {
-		go wait.Until(w.resync, w.opts.Resync, ctx.Done())
-	}
+	go w.replayLoop(ctx)
 	<-ctx.Done()
 	// Queued objects are dropped, not drained: the watcher is level-triggered, and the
 	// next start (or another replica's resync) handles them.
@@ -200,17 +200,55 @@ func (w *Watcher) kinds() []string {
 	return out
 }
 
-// resync queues every cached object again, in the replay lane: the periodic repair.
-func (w *Watcher) resync() {
-	for kind, inf := range w.sources {
-		for _, obj := range inf.GetStore().List() {
-			w.enqueue(kind, obj, true)
-		}
+// replayLoop replays every cached object at start (the informers' initial lists: what
+// happened while the service was down is repaired) and then every Options.Resync after
+// the previous replay was fed (the periodic repair).
+func (w *Watcher) replayLoop(ctx context.Context) {
+	start := time.Now()
+	n := w.replayPass(ctx)
+	w.log.Info("start-up replay queued", "objects", n, "took", time.Since(start).Round(time.Millisecond))
+	if w.opts.Resync <= 0 {
+		return
 	}
+	wait.Until(func() {
+		start := time.Now()
+		n := w.replayPass(ctx)
+		w.log.Debug("resync queued", "objects", n, "took", time.Since(start).Round(time.Millisecond))
+	}, w.opts.Resync, ctx.Done())
 }
 
-// handler queues the informer's objects: those of its initial list (the start-up
-// replay) in the replay lane, every later add and relevant update in the urgent one.
+// replayPass queues every cached object in the replay lane, a few ahead of the workers
+// (lanes.waitRoom): the keys of a pass are the stores' own, read one at a time, so a
+// replay of N objects holds O(workers) queued keys, not N. An object taken from the
+// urgent lane since the pass began is skipped (handled after the pass's snapshot). It
+// returns the number queued.
+func (w *Watcher) replayPass(ctx context.Context) int {
+	w.lanes.beginPass()
+	defer w.lanes.endPass()
+	depth, n := 2*w.lanes.replayCap, 0
+	for kind, inf := range w.sources {
+		store := inf.GetStore()
+		keys := store.ListKeys()
+		slices.Sort(keys) // namespace by namespace, in name order
+		for _, key := range keys {
+			if !w.lanes.waitRoom(ctx, depth) {
+				return n
+			}
+			obj, exists, err := store.GetByKey(key)
+			if err != nil || !exists || w.lanes.handledInPass(kind+"/"+key) {
+				continue
+			}
+			if w.enqueue(kind, obj, true) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// handler queues the informer's changes in the urgent lane: every add after its
+// initial list, and every relevant update. The initial list itself is replayed by
+// replayPass once the informers have synced.
 func (w *Watcher) handler(kind string) toolscache.ResourceEventHandlerDetailedFuncs {
 	relevant := relevantUpdate
 	if kind != kindReplicaSet {
@@ -223,7 +261,11 @@ func (w *Watcher) handler(kind string) toolscache.ResourceEventHandlerDetailedFu
 		}
 	}
 	return toolscache.ResourceEventHandlerDetailedFuncs{
-		AddFunc: func(obj any, isInInitialList bool) { w.enqueue(kind, obj, isInInitialList) },
+		AddFunc: func(obj any, isInInitialList bool) {
+			if !isInInitialList {
+				w.enqueue(kind, obj, false)
+			}
+		},
 		UpdateFunc: func(old, obj any) {
 			if relevant(old, obj) {
 				w.add(kind, obj, false)
@@ -274,25 +316,26 @@ func revisionNeedsLook(old, obj any) bool {
 	return false
 }
 
-// enqueue queues obj unless it is terminating or, for a config object, no candidate.
-func (w *Watcher) enqueue(kind string, obj any, replay bool) {
+// enqueue queues obj unless it is terminating or, for a config object, no candidate;
+// it reports whether it did.
+func (w *Watcher) enqueue(kind string, obj any, replay bool) bool {
 	if kind != kindReplicaSet && !w.isCandidate(kind, obj) {
-		return
+		return false
 	}
-	w.add(kind, obj, replay)
+	return w.add(kind, obj, replay)
 }
 
 // add queues obj unless it is terminating: in the replay lane when replay is set (and
 // obj is not queued urgent already), else in the urgent lane (moving it there if it
 // waits in the replay lane).
-func (w *Watcher) add(kind string, obj any, replay bool) {
+func (w *Watcher) add(kind string, obj any, replay bool) bool {
 	m, ok := obj.(metav1.Object)
 	if !ok || m.GetDeletionTimestamp() != nil {
-		return
+		return false
 	}
 	key, err := toolscache.MetaNamespaceKeyFunc(obj)
 	if err != nil {
-		return
+		return false
 	}
 	key = kind + "/" + key
 	w.addMu.Lock()
@@ -303,6 +346,7 @@ func (w *Watcher) add(kind string, obj any, replay bool) {
 		w.lanes.promote(key)
 	}
 	w.queue.Add(key)
+	return true
 }
 
 // isCandidate reports whether the config object obj of kind may be a revision the
