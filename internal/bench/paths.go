@@ -192,28 +192,17 @@ func (e *env) path(ctx context.Context, name string, rep *Report) error {
 		if err := e.httpFeeder(ctx, &wg, ns, svc.httpAddr); err != nil {
 			return err
 		}
-		res.Note = "harness watch -> POST structured CloudEvent -> serve HTTP receiver"
+		res.Note = fmt.Sprintf("harness watch -> POST structured CloudEvent (%d at once) -> serve HTTP receiver", e.cfg.HTTPSenders)
 	case "argo-grpc":
-		bus, err := natsserver.Start(ctx, natsserver.Options{})
-		if err != nil {
-			return fmt.Errorf("NATS for Argo Events: %w", err)
-		}
-		defer bus.Stop()
 		if svc, err = e.startService(ctx, name, base...); err != nil {
 			return err
 		}
-		logDir := filepath.Join(e.logDir, "argo-events")
-		if err := os.MkdirAll(logDir, 0o755); err != nil {
-			svc.stop()
-			return fmt.Errorf("argo events log dir: %w", err)
-		}
-		pipe, err := argoevents.StartPipeline(ctx, argoevents.PipelineOptions{EventBusURL: bus.ClientURL(), Kubeconfig: e.cp.Kubeconfig(),
-			Namespace: ns, GRPCServer: svc.grpcAddr, LogDir: logDir})
+		stop, err := e.grpcPipeline(ctx, ns, svc.grpcAddr, "argo-events")
 		if err != nil {
 			svc.stop()
 			return err
 		}
-		defer func() { _ = pipe.Stop() }()
+		defer stop()
 		res.Note = "real Argo Events eventsource-service -> JetStream -> sensor-service -> gRPC custom trigger"
 	case "argo-k8s":
 		// The no-code alternative: no configmap-attacher at all, Argo Events' own k8s
@@ -287,6 +276,28 @@ func (e *env) path(ctx context.Context, name string, rep *Report) error {
 	return nil
 }
 
+// grpcPipeline starts a NATS EventBus of its own and the real Argo Events pipeline: the
+// shipped EventSource narrowed to ns and the shipped gRPC Sensor aimed at target
+// (host:port), logging under logName. stop ends both.
+func (e *env) grpcPipeline(ctx context.Context, ns, target, logName string) (stop func(), err error) {
+	bus, err := natsserver.Start(ctx, natsserver.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("NATS for Argo Events: %w", err)
+	}
+	logDir := filepath.Join(e.logDir, logName)
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		bus.Stop()
+		return nil, fmt.Errorf("argo events log dir: %w", err)
+	}
+	pipe, err := argoevents.StartPipeline(ctx, argoevents.PipelineOptions{EventBusURL: bus.ClientURL(), Kubeconfig: e.cp.Kubeconfig(),
+		Namespace: ns, GRPCServer: target, LogDir: logDir})
+	if err != nil {
+		bus.Stop()
+		return nil, err
+	}
+	return func() { _ = pipe.Stop(); bus.Stop() }, nil
+}
+
 // source is the in-process resource EventSource publishing ReplicaSet ADDs of ns.
 func (e *env) source(ctx context.Context, bus *natsserver.Server, ns, esName string) (*eventsource.Source, error) {
 	nc, err := bus.Connect()
@@ -335,13 +346,14 @@ func postEvent(ctx context.Context, client *http.Client, addr string, rs *appsv1
 	return nil
 }
 
-// httpFeeder watches ReplicaSets in ns and POSTs an ADD CloudEvent for each (16 at once,
-// retried on 429/5xx), as Argo Events' HTTP trigger would.
+// httpFeeder watches ReplicaSets in ns and POSTs an ADD CloudEvent for each
+// (Config.HTTPSenders at once, retried on 429/5xx), as Argo Events' HTTP trigger would.
 func (e *env) httpFeeder(ctx context.Context, wg *sync.WaitGroup, ns, addr string) error {
-	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 32}}
+	senders := e.cfg.HTTPSenders
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: senders}}
 	f := informers.NewSharedInformerFactoryWithOptions(e.kc, 0, informers.WithNamespace(ns))
 	inf := f.Apps().V1().ReplicaSets().Informer()
-	sem := make(chan struct{}, 16)
+	sem := make(chan struct{}, senders)
 	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{AddFunc: func(obj any) {
 		rs, ok := obj.(*appsv1.ReplicaSet)
 		if !ok {

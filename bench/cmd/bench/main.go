@@ -39,6 +39,8 @@ func run() error {
 	flag.Float64Var(&cfg.Rate, "rate", cfg.Rate, "ReplicaSets created per second in the paced run")
 	flag.IntVar(&cfg.BurstN, "burst", cfg.BurstN, "ReplicaSets per path created as fast as possible (sustained rate)")
 	flag.IntVar(&cfg.BurstWorkers, "burst-workers", cfg.BurstWorkers, "concurrent creators in the burst")
+	flag.IntVar(&cfg.HTTPSenders, "http-senders", cfg.HTTPSenders, "POSTs the http path's feeder has in flight (default: the receiver's in-flight limit, dispatch.DefaultMaxInFlight)")
+	flag.BoolVar(&cfg.SensorAlone, "sensor-alone", cfg.SensorAlone, "after argo-grpc, run the same real Argo Events pipeline against a no-op trigger (the sensor's own pace)")
 	flag.IntVar(&cfg.ArgoN, "argo-n", cfg.ArgoN, "cap of -n and -burst for the real Argo Events paths (argo-grpc, argo-k8s)")
 	flag.IntVar(&cfg.WatchWorkers, "watch-workers", cfg.WatchWorkers, "serve --watch-workers for the watcher path (0: not passed, the service's default)")
 	flag.IntVar(&cfg.ArgoK8sN, "argo-k8s-n", cfg.ArgoK8sN, "cap of -n and -burst for argo-k8s (its sensor's client runs at 5 QPS)")
