@@ -203,7 +203,11 @@ func (e *env) path(ctx context.Context, name string, rep *Report) error {
 			return err
 		}
 		defer stop()
-		res.Note = "real Argo Events eventsource-service -> JetStream -> sensor-service -> gRPC custom trigger"
+		if err := e.warmUp(ctx, t, ns); err != nil {
+			svc.stop()
+			return err
+		}
+		res.Note = "real Argo Events eventsource-service -> JetStream -> sensor-service -> gRPC custom trigger (one ReplicaSet sent first)"
 	case "argo-k8s":
 		// The no-code alternative: no configmap-attacher at all, Argo Events' own k8s
 		// trigger patches the ConfigMap from the event payload.
@@ -296,6 +300,24 @@ func (e *env) grpcPipeline(ctx context.Context, ns, target, logName string) (sto
 		return nil, err
 	}
 	return func() { _ = pipe.Stop(); bus.Stop() }, nil
+}
+
+// warmUp sends one ReplicaSet (warm-0, referencing the revision warm-0) through a
+// path and waits for it, so that the clock starts with the path's connections made:
+// sensor-service dials the custom trigger's server on its first event and polls for
+// the connection with a backoff (about 2 s), and the events behind it queue.
+func (e *env) warmUp(ctx context.Context, t *tracker, ns string) error {
+	if err := e.createRevisions(ctx, ns, "warm", 0, 1, 0); err != nil {
+		return err
+	}
+	names, err := e.createReplicaSets(ctx, t, ns, "warm", "warm", 0, 1, 0, 1)
+	if err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
+	if r := t.result(names); r.Lost > 0 {
+		return fmt.Errorf("warm-up: ReplicaSet %s/warm-0 not seen within %s", ns, e.cfg.Settle)
+	}
+	return nil
 }
 
 // source is the in-process resource EventSource publishing ReplicaSet ADDs of ns.

@@ -39,9 +39,12 @@ func (e *env) sensorAlone(ctx context.Context, rep *Report) error {
 		return err
 	}
 	defer stop()
-	time.Sleep(time.Second) // as on the paths: let the EventSource's watch settle
+	if err := e.warmUp(ctx, t, ns); err != nil {
+		return err
+	}
+	time.Sleep(time.Second) // as on the paths
 	res := &PathResult{Name: "argo-grpc-noop", Rate: e.cfg.Rate,
-		Note: "real Argo Events eventsource-service -> JetStream -> sensor-service -> no-op gRPC trigger in the harness (clock: Create -> Execute)"}
+		Note: "real Argo Events eventsource-service -> JetStream -> sensor-service -> no-op gRPC trigger in the harness (one ReplicaSet sent first; clock: Create -> Execute)"}
 	names, err := e.createReplicaSets(ctx, t, ns, "rs", "cm", 0, n, e.cfg.Rate, 0)
 	if err != nil {
 		return err
