@@ -48,6 +48,9 @@ type Config struct {
 	// the Sensor's custom trigger aimed at a no-op trigger server in the harness: the
 	// sensor's own pace (DefaultConfig: true).
 	SensorAlone bool
+	// ArgoLanes > 1 splits each trigger of the shipped gRPC Sensor in that many lanes
+	// for argo-grpc and its baseline (an experiment, laneSensor; 0 or 1: as shipped).
+	ArgoLanes int
 	// ArgoN caps N and BurstN for the paths through the real Argo Events processes.
 	ArgoN int
 	// WatchWorkers, when set, is passed to the watcher path's service as

@@ -282,7 +282,8 @@ func (e *env) path(ctx context.Context, name string, rep *Report) error {
 
 // grpcPipeline starts a NATS EventBus of its own and the real Argo Events pipeline: the
 // shipped EventSource narrowed to ns and the shipped gRPC Sensor aimed at target
-// (host:port), logging under logName. stop ends both.
+// (host:port; split in Config.ArgoLanes lanes, laneSensor), logging under logName.
+// stop ends both.
 func (e *env) grpcPipeline(ctx context.Context, ns, target, logName string) (stop func(), err error) {
 	bus, err := natsserver.Start(ctx, natsserver.Options{})
 	if err != nil {
@@ -293,8 +294,16 @@ func (e *env) grpcPipeline(ctx context.Context, ns, target, logName string) (sto
 		bus.Stop()
 		return nil, fmt.Errorf("argo events log dir: %w", err)
 	}
-	pipe, err := argoevents.StartPipeline(ctx, argoevents.PipelineOptions{EventBusURL: bus.ClientURL(), Kubeconfig: e.cp.Kubeconfig(),
-		Namespace: ns, GRPCServer: target, LogDir: logDir})
+	o := argoevents.PipelineOptions{EventBusURL: bus.ClientURL(), Kubeconfig: e.cp.Kubeconfig(), Namespace: ns, GRPCServer: target, LogDir: logDir}
+	if e.cfg.ArgoLanes > 1 {
+		s, err := e.gRPCSensor(target)
+		if err != nil {
+			bus.Stop()
+			return nil, err
+		}
+		o.GRPCServer, o.Sensors = "", []*v1alpha1.Sensor{s}
+	}
+	pipe, err := argoevents.StartPipeline(ctx, o)
 	if err != nil {
 		bus.Stop()
 		return nil, err

@@ -41,6 +41,7 @@ func run() error {
 	flag.IntVar(&cfg.BurstWorkers, "burst-workers", cfg.BurstWorkers, "concurrent creators in the burst")
 	flag.IntVar(&cfg.HTTPSenders, "http-senders", cfg.HTTPSenders, "POSTs the http path's feeder has in flight (default: the receiver's in-flight limit, dispatch.DefaultMaxInFlight)")
 	flag.BoolVar(&cfg.SensorAlone, "sensor-alone", cfg.SensorAlone, "after argo-grpc, run the same real Argo Events pipeline against a no-op trigger (the sensor's own pace)")
+	flag.IntVar(&cfg.ArgoLanes, "argo-lanes", cfg.ArgoLanes, "split each trigger of the shipped gRPC Sensor in this many lanes by ReplicaSet UID (1, 2, 4, 8, 16; an experiment)")
 	flag.IntVar(&cfg.ArgoN, "argo-n", cfg.ArgoN, "cap of -n and -burst for the real Argo Events paths (argo-grpc, argo-k8s)")
 	flag.IntVar(&cfg.WatchWorkers, "watch-workers", cfg.WatchWorkers, "serve --watch-workers for the watcher path (0: not passed, the service's default)")
 	flag.IntVar(&cfg.ArgoK8sN, "argo-k8s-n", cfg.ArgoK8sN, "cap of -n and -burst for argo-k8s (its sensor's client runs at 5 QPS)")
