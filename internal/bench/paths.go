@@ -137,7 +137,11 @@ type Replay struct {
 func (e *env) path(ctx context.Context, name string, rep *Report) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ns := "bench-" + name
+	kind, senders, err := httpSenders(name, e.cfg.HTTPSenders)
+	if err != nil {
+		return err
+	}
+	ns := "bench-" + strings.ReplaceAll(name, ":", "-")
 	n, burst := e.cfg.N, e.cfg.BurstN
 	if (name == "argo-grpc" || name == "argo-k8s") && e.cfg.ArgoN > 0 {
 		n, burst = min(n, e.cfg.ArgoN), min(burst, e.cfg.ArgoN)
@@ -162,7 +166,7 @@ func (e *env) path(ctx context.Context, name string, rep *Report) error {
 	defer wg.Wait()
 	defer cancel()
 	base := []string{"--watch-namespace", ns}
-	switch name {
+	switch kind {
 	case "watcher":
 		args := append(base, "--watch")
 		if e.cfg.WatchWorkers > 0 {
@@ -189,10 +193,10 @@ func (e *env) path(ctx context.Context, name string, rep *Report) error {
 		if svc, err = e.startService(ctx, name, base...); err != nil {
 			return err
 		}
-		if err := e.httpFeeder(ctx, &wg, ns, svc.httpAddr); err != nil {
+		if err := e.httpFeeder(ctx, &wg, ns, svc.httpAddr, senders); err != nil {
 			return err
 		}
-		res.Note = fmt.Sprintf("harness watch -> POST structured CloudEvent (%d at once) -> serve HTTP receiver", e.cfg.HTTPSenders)
+		res.Note = fmt.Sprintf("harness watch -> POST structured CloudEvent (%d at once) -> serve HTTP receiver", senders)
 	case "argo-grpc":
 		if svc, err = e.startService(ctx, name, base...); err != nil {
 			return err
@@ -237,7 +241,7 @@ func (e *env) path(ctx context.Context, name string, rep *Report) error {
 		res.Note = "real Argo Events eventsource-service -> JetStream -> sensor-service standard k8s trigger (operation: patch, " + strategy + "); no configmap-attacher"
 		res.PatchStrategy = strategy
 	default:
-		return fmt.Errorf("unknown ingress path %q (want watcher, eventbus, http, argo-grpc, argo-k8s)", name)
+		return fmt.Errorf("unknown ingress path %q (want watcher, eventbus, http, http:SENDERS, argo-grpc, argo-k8s)", name)
 	}
 	defer svc.stop()
 	// Let the feeder's watch settle before the clock starts.
@@ -271,13 +275,26 @@ func (e *env) path(ctx context.Context, name string, rep *Report) error {
 			return fmt.Errorf("argo-k8s semantics: %w", err)
 		}
 	}
-	if name == "http" && e.cfg.ReplayN > 0 {
+	if kind == "http" && e.cfg.ReplayN > 0 {
 		if res.Replay, err = e.replay(ctx, ns, svc.httpAddr, min(e.cfg.ReplayN, n+burst)); err != nil {
 			return err
 		}
 	}
 	rep.Paths = append(rep.Paths, res)
 	return nil
+}
+
+// httpSenders splits a path name: "http:N" is the http path with N senders, any other
+// name is itself with def.
+func httpSenders(name string, def int) (kind string, senders int, err error) {
+	k, n, ok := strings.Cut(name, ":")
+	if !ok {
+		return name, def, nil
+	}
+	if senders, err = strconv.Atoi(n); k != "http" || err != nil || senders < 1 {
+		return "", 0, fmt.Errorf("ingress path %q: only http takes a sender count (http:N, N >= 1)", name)
+	}
+	return k, senders, nil
 }
 
 // grpcPipeline starts a NATS EventBus of its own and the real Argo Events pipeline: the
@@ -378,9 +395,8 @@ func postEvent(ctx context.Context, client *http.Client, addr string, rs *appsv1
 }
 
 // httpFeeder watches ReplicaSets in ns and POSTs an ADD CloudEvent for each
-// (Config.HTTPSenders at once, retried on 429/5xx), as Argo Events' HTTP trigger would.
-func (e *env) httpFeeder(ctx context.Context, wg *sync.WaitGroup, ns, addr string) error {
-	senders := e.cfg.HTTPSenders
+// (senders at once, retried on 429/5xx), as Argo Events' HTTP trigger would.
+func (e *env) httpFeeder(ctx context.Context, wg *sync.WaitGroup, ns, addr string, senders int) error {
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: senders}}
 	f := informers.NewSharedInformerFactoryWithOptions(e.kc, 0, informers.WithNamespace(ns))
 	inf := f.Apps().V1().ReplicaSets().Informer()

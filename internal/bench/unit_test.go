@@ -126,3 +126,25 @@ func dependencyOf(s *v1alpha1.Sensor, t v1alpha1.Trigger) v1alpha1.EventDependen
 	}
 	return v1alpha1.EventDependency{}
 }
+
+func TestHTTPSendersReadsASenderCountOnlyForHTTP(t *testing.T) {
+	for _, tc := range []struct {
+		name, path, kind string
+		senders          int
+		fails            bool
+	}{
+		{"a plain path keeps the default", "http", "http", 64, false},
+		{"another path keeps the default", "argo-grpc", "argo-grpc", 64, false},
+		{"http:N sends N at once", "http:16", "http", 16, false},
+		{"a count on another path is refused", "watcher:16", "", 0, true},
+		{"a count that is not a number is refused", "http:many", "", 0, true},
+		{"a count below one is refused", "http:0", "", 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kind, senders, err := httpSenders(tc.path, 64)
+			if (err != nil) != tc.fails || kind != tc.kind || senders != tc.senders {
+				t.Fatalf("httpSenders(%q) = %q, %d, %v", tc.path, kind, senders, err)
+			}
+		})
+	}
+}

@@ -34,7 +34,7 @@ func run() error {
 	rsLevels := joinInts(cfg.RSLevels)
 	qps := float64(cfg.QPS)
 	flag.StringVar(&cfg.Binary, "binary", "bin/configmap-attacher", "configmap-attacher binary (the service and the old one-shot Job)")
-	flag.StringVar(&paths, "paths", paths, "ingress paths: watcher, eventbus, http, argo-grpc, argo-k8s (empty: none)")
+	flag.StringVar(&paths, "paths", paths, "ingress paths: watcher, eventbus, http (http:N: N senders), argo-grpc, argo-k8s (empty: none)")
 	flag.IntVar(&cfg.N, "n", cfg.N, "ReplicaSets per path for the paced latency run")
 	flag.Float64Var(&cfg.Rate, "rate", cfg.Rate, "ReplicaSets created per second in the paced run")
 	flag.IntVar(&cfg.BurstN, "burst", cfg.BurstN, "ReplicaSets per path created as fast as possible (sustained rate)")
