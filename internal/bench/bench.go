@@ -23,6 +23,7 @@ import (
 
 	"github.com/configmap-attacher/configmap-attacher/internal/argoevents"
 	"github.com/configmap-attacher/configmap-attacher/internal/controlplane"
+	"github.com/configmap-attacher/configmap-attacher/internal/dispatch"
 	"github.com/configmap-attacher/configmap-attacher/internal/natsserver"
 )
 
@@ -40,6 +41,16 @@ type Config struct {
 	// BurstN ReplicaSets per path created as fast as the apiserver accepts them with
 	// BurstWorkers concurrent creators (the sustained-rate run).
 	BurstN, BurstWorkers int
+	// HTTPSenders is how many POSTs the http path's feeder has in flight (default
+	// dispatch.DefaultMaxInFlight: as many as the receiver takes before it answers 429).
+	HTTPSenders int
+	// SensorAlone runs, right after argo-grpc, the same real Argo Events pipeline with
+	// the Sensor's custom trigger aimed at a no-op trigger server in the harness: the
+	// sensor's own pace (DefaultConfig: true).
+	SensorAlone bool
+	// ArgoLanes > 1 splits each trigger of the shipped gRPC Sensor in that many lanes
+	// for argo-grpc and its baseline (an experiment, laneSensor; 0 or 1: as shipped).
+	ArgoLanes int
 	// ArgoN caps N and BurstN for the paths through the real Argo Events processes.
 	ArgoN int
 	// WatchWorkers, when set, is passed to the watcher path's service as
@@ -95,7 +106,7 @@ type Config struct {
 // two shared cores.
 func DefaultConfig() Config {
 	return Config{Paths: []string{"watcher", "eventbus", "http", "argo-grpc", "argo-k8s"},
-		N: 1000, Rate: 50, BurstN: 1000, BurstWorkers: 16, ArgoN: 300, ArgoK8sN: 150, FloorN: 1000, LegacyN: 30, ReplayN: 1000,
+		N: 1000, Rate: 50, BurstN: 1000, BurstWorkers: 16, HTTPSenders: dispatch.DefaultMaxInFlight, SensorAlone: true, ArgoN: 300, ArgoK8sN: 150, FloorN: 1000, LegacyN: 30, ReplayN: 1000,
 		GCRevisions: 10000, GCReplicaSets: 2000, GCOrphans: 1000,
 		MemLevels: []int{100, 1000, 10000}, MemBigBytes: 64 << 10, CurveN: 100,
 		RSLevels: []int{1000, 10000, 50000}, RSRevisions: 100000, SweepNamespaces: 1000, SweepRS: 10, SweepRevisions: 20,
@@ -123,6 +134,9 @@ func (c *Config) fill() {
 	}
 	if c.BurstWorkers <= 0 {
 		c.BurstWorkers = d.BurstWorkers
+	}
+	if c.HTTPSenders <= 0 {
+		c.HTTPSenders = d.HTTPSenders
 	}
 	if c.MemBigBytes <= 0 {
 		c.MemBigBytes = d.MemBigBytes
@@ -211,6 +225,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	for _, p := range cfg.Paths {
 		step("ingress path "+p, func() error { return e.path(ctx, p, rep) })
+		if p == "argo-grpc" && cfg.SensorAlone {
+			step("baseline: the real sensor alone (no-op trigger)", func() error { return e.sensorAlone(ctx, rep) })
+		}
 	}
 	for _, p := range cfg.Paths {
 		if p != "argo-k8s" {

@@ -137,7 +137,11 @@ type Replay struct {
 func (e *env) path(ctx context.Context, name string, rep *Report) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ns := "bench-" + name
+	kind, senders, err := httpSenders(name, e.cfg.HTTPSenders)
+	if err != nil {
+		return err
+	}
+	ns := "bench-" + strings.ReplaceAll(name, ":", "-")
 	n, burst := e.cfg.N, e.cfg.BurstN
 	if (name == "argo-grpc" || name == "argo-k8s") && e.cfg.ArgoN > 0 {
 		n, burst = min(n, e.cfg.ArgoN), min(burst, e.cfg.ArgoN)
@@ -162,7 +166,7 @@ func (e *env) path(ctx context.Context, name string, rep *Report) error {
 	defer wg.Wait()
 	defer cancel()
 	base := []string{"--watch-namespace", ns}
-	switch name {
+	switch kind {
 	case "watcher":
 		args := append(base, "--watch")
 		if e.cfg.WatchWorkers > 0 {
@@ -189,32 +193,25 @@ func (e *env) path(ctx context.Context, name string, rep *Report) error {
 		if svc, err = e.startService(ctx, name, base...); err != nil {
 			return err
 		}
-		if err := e.httpFeeder(ctx, &wg, ns, svc.httpAddr); err != nil {
+		if err := e.httpFeeder(ctx, &wg, ns, svc.httpAddr, senders); err != nil {
 			return err
 		}
-		res.Note = "harness watch -> POST structured CloudEvent -> serve HTTP receiver"
+		res.Note = fmt.Sprintf("harness watch -> POST structured CloudEvent (%d at once) -> serve HTTP receiver", senders)
 	case "argo-grpc":
-		bus, err := natsserver.Start(ctx, natsserver.Options{})
-		if err != nil {
-			return fmt.Errorf("NATS for Argo Events: %w", err)
-		}
-		defer bus.Stop()
 		if svc, err = e.startService(ctx, name, base...); err != nil {
 			return err
 		}
-		logDir := filepath.Join(e.logDir, "argo-events")
-		if err := os.MkdirAll(logDir, 0o755); err != nil {
-			svc.stop()
-			return fmt.Errorf("argo events log dir: %w", err)
-		}
-		pipe, err := argoevents.StartPipeline(ctx, argoevents.PipelineOptions{EventBusURL: bus.ClientURL(), Kubeconfig: e.cp.Kubeconfig(),
-			Namespace: ns, GRPCServer: svc.grpcAddr, LogDir: logDir})
+		stop, err := e.grpcPipeline(ctx, ns, svc.grpcAddr, "argo-events")
 		if err != nil {
 			svc.stop()
 			return err
 		}
-		defer func() { _ = pipe.Stop() }()
-		res.Note = "real Argo Events eventsource-service -> JetStream -> sensor-service -> gRPC custom trigger"
+		defer stop()
+		if err := e.warmUp(ctx, t, ns); err != nil {
+			svc.stop()
+			return err
+		}
+		res.Note = "real Argo Events eventsource-service -> JetStream -> sensor-service -> gRPC custom trigger (one ReplicaSet sent first)"
 	case "argo-k8s":
 		// The no-code alternative: no configmap-attacher at all, Argo Events' own k8s
 		// trigger patches the ConfigMap from the event payload.
@@ -244,7 +241,7 @@ func (e *env) path(ctx context.Context, name string, rep *Report) error {
 		res.Note = "real Argo Events eventsource-service -> JetStream -> sensor-service standard k8s trigger (operation: patch, " + strategy + "); no configmap-attacher"
 		res.PatchStrategy = strategy
 	default:
-		return fmt.Errorf("unknown ingress path %q (want watcher, eventbus, http, argo-grpc, argo-k8s)", name)
+		return fmt.Errorf("unknown ingress path %q (want watcher, eventbus, http, http:SENDERS, argo-grpc, argo-k8s)", name)
 	}
 	defer svc.stop()
 	// Let the feeder's watch settle before the clock starts.
@@ -278,12 +275,74 @@ func (e *env) path(ctx context.Context, name string, rep *Report) error {
 			return fmt.Errorf("argo-k8s semantics: %w", err)
 		}
 	}
-	if name == "http" && e.cfg.ReplayN > 0 {
+	if kind == "http" && e.cfg.ReplayN > 0 {
 		if res.Replay, err = e.replay(ctx, ns, svc.httpAddr, min(e.cfg.ReplayN, n+burst)); err != nil {
 			return err
 		}
 	}
 	rep.Paths = append(rep.Paths, res)
+	return nil
+}
+
+// httpSenders splits a path name: "http:N" is the http path with N senders, any other
+// name is itself with def.
+func httpSenders(name string, def int) (kind string, senders int, err error) {
+	k, n, ok := strings.Cut(name, ":")
+	if !ok {
+		return name, def, nil
+	}
+	if senders, err = strconv.Atoi(n); k != "http" || err != nil || senders < 1 {
+		return "", 0, fmt.Errorf("ingress path %q: only http takes a sender count (http:N, N >= 1)", name)
+	}
+	return k, senders, nil
+}
+
+// grpcPipeline starts a NATS EventBus of its own and the real Argo Events pipeline: the
+// shipped EventSource narrowed to ns and the shipped gRPC Sensor aimed at target
+// (host:port; split in Config.ArgoLanes lanes, laneSensor), logging under logName.
+// stop ends both.
+func (e *env) grpcPipeline(ctx context.Context, ns, target, logName string) (stop func(), err error) {
+	bus, err := natsserver.Start(ctx, natsserver.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("NATS for Argo Events: %w", err)
+	}
+	logDir := filepath.Join(e.logDir, logName)
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		bus.Stop()
+		return nil, fmt.Errorf("argo events log dir: %w", err)
+	}
+	o := argoevents.PipelineOptions{EventBusURL: bus.ClientURL(), Kubeconfig: e.cp.Kubeconfig(), Namespace: ns, GRPCServer: target, LogDir: logDir}
+	if e.cfg.ArgoLanes > 1 {
+		s, err := e.gRPCSensor(target)
+		if err != nil {
+			bus.Stop()
+			return nil, err
+		}
+		o.GRPCServer, o.Sensors = "", []*v1alpha1.Sensor{s}
+	}
+	pipe, err := argoevents.StartPipeline(ctx, o)
+	if err != nil {
+		bus.Stop()
+		return nil, err
+	}
+	return func() { _ = pipe.Stop(); bus.Stop() }, nil
+}
+
+// warmUp sends one ReplicaSet (warm-0, referencing the revision warm-0) through a
+// path and waits for it, so that the clock starts with the path's connections made:
+// sensor-service dials the custom trigger's server on its first event and polls for
+// the connection with a backoff (about 2 s), and the events behind it queue.
+func (e *env) warmUp(ctx context.Context, t *tracker, ns string) error {
+	if err := e.createRevisions(ctx, ns, "warm", 0, 1, 0); err != nil {
+		return err
+	}
+	names, err := e.createReplicaSets(ctx, t, ns, "warm", "warm", 0, 1, 0, 1)
+	if err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
+	if r := t.result(names); r.Lost > 0 {
+		return fmt.Errorf("warm-up: ReplicaSet %s/warm-0 not seen within %s", ns, e.cfg.Settle)
+	}
 	return nil
 }
 
@@ -335,13 +394,13 @@ func postEvent(ctx context.Context, client *http.Client, addr string, rs *appsv1
 	return nil
 }
 
-// httpFeeder watches ReplicaSets in ns and POSTs an ADD CloudEvent for each (16 at once,
-// retried on 429/5xx), as Argo Events' HTTP trigger would.
-func (e *env) httpFeeder(ctx context.Context, wg *sync.WaitGroup, ns, addr string) error {
-	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 32}}
+// httpFeeder watches ReplicaSets in ns and POSTs an ADD CloudEvent for each
+// (senders at once, retried on 429/5xx), as Argo Events' HTTP trigger would.
+func (e *env) httpFeeder(ctx context.Context, wg *sync.WaitGroup, ns, addr string, senders int) error {
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: senders}}
 	f := informers.NewSharedInformerFactoryWithOptions(e.kc, 0, informers.WithNamespace(ns))
 	inf := f.Apps().V1().ReplicaSets().Informer()
-	sem := make(chan struct{}, 16)
+	sem := make(chan struct{}, senders)
 	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{AddFunc: func(obj any) {
 		rs, ok := obj.(*appsv1.ReplicaSet)
 		if !ok {

@@ -22,7 +22,9 @@ type Report struct {
 	Config    Config        `json:"config"`
 	Floor     *FloorResult  `json:"floor,omitempty"`
 	Paths     []*PathResult `json:"paths,omitempty"`
-	Legacy    *LegacyResult `json:"legacy,omitempty"`
+	// SensorAlone: argo-grpc's pipeline with a no-op trigger (clock: Create -> Execute).
+	SensorAlone *PathResult   `json:"sensorAlone,omitempty"`
+	Legacy      *LegacyResult `json:"legacy,omitempty"`
 	// K8sOther: the argo-k8s semantics cases under the other patch strategy.
 	K8sOther *K8sVariant `json:"k8sOtherStrategy,omitempty"`
 	GC       *GCResult   `json:"gc,omitempty"`
@@ -119,6 +121,12 @@ func (r *Report) build() {
 					rp.Cost.GetsPerEvent*float64(rp.Events), rp.Seconds, rp.Failures), "-", "0 writes",
 				yesNo(rp.Cost.WritesPerEvent == 0 && rp.Failures == 0))
 		}
+		if p.Name == "argo-grpc" {
+			r.sensorAloneRows(add, p)
+		}
+	}
+	if r.path("argo-grpc") == nil {
+		r.sensorAloneRows(add, nil)
 	}
 	if l := r.Legacy; l != nil {
 		w := r.path("watcher")
@@ -285,4 +293,25 @@ func (r *Report) WriteJSON(dir string) (string, error) {
 		return "", fmt.Errorf("writing the report: %w", err)
 	}
 	return path, nil
+}
+
+// sensorAloneRows put the no-op trigger's figures beside argo-grpc's (g; nil if it did
+// not run): if they are about the same, the Argo Events pipeline sets the pace.
+func (r *Report) sensorAloneRows(add func(fig, meas, base, target, met string), g *PathResult) {
+	s := r.SensorAlone
+	if s == nil {
+		return
+	}
+	paced, burst := "-", "-"
+	if g != nil {
+		paced = "argo-grpc " + g.Paced.Latency.String()
+		burst = fmt.Sprintf("argo-grpc %.0f/s -> %.0f/s, drain %s", g.Burst.CreateRate, g.Burst.AttachRate, fmtMs(g.Burst.DrainMs))
+	}
+	add(fmt.Sprintf("argo-grpc: sensor alone (no-op trigger): RS create -> Execute, %d at %.0f/s, p50/p95/p99 (lost)", s.Paced.N, s.Rate),
+		fmt.Sprintf("%s (lost %d)", s.Paced.Latency, s.Paced.Lost), paced, "-", "")
+	if b := s.Burst; b.N > 0 {
+		add(fmt.Sprintf("argo-grpc: sensor alone (no-op trigger): burst of %d, created/s -> triggered/s, lag p99, drain (lost)", b.N),
+			fmt.Sprintf("%.0f/s -> %.0f/s, lag p99 %s, drain %s (lost %d)", b.CreateRate, b.AttachRate, fmtMs(b.Latency.P99), fmtMs(b.DrainMs), b.Lost),
+			burst, "-", "")
+	}
 }

@@ -105,10 +105,16 @@ type tracker struct {
 	stop    context.CancelFunc
 }
 
+// newTracker returns a tracker fed by its caller's observe (no watch).
+func newTracker() *tracker {
+	return &tracker{samples: map[string]*sample{}, changed: make(chan struct{}, 1), stop: func() {}}
+}
+
 // track starts a ConfigMap watch in ns and returns once it is synced.
 func (e *env) track(ctx context.Context, ns string) (*tracker, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	t := &tracker{samples: map[string]*sample{}, changed: make(chan struct{}, 1), stop: cancel}
+	t := newTracker()
+	t.stop = cancel
 	f := informers.NewSharedInformerFactoryWithOptions(e.kc, 0, informers.WithNamespace(ns))
 	inf := f.Core().V1().ConfigMaps().Informer()
 	on := func(obj any) {
