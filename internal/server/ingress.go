@@ -149,6 +149,7 @@ func (s *Server) perCluster(ctx context.Context, c *cluster.Cluster) error {
 	g, gctx := errgroup.WithContext(ctx)
 	// Every way in gets the revision side (a revision that appears after its ReplicaSet,
 	// or loses its owners, is attached from its own change); --watch adds ReplicaSets.
+	var watchers []*watch.Watcher
 	for _, ch := range c.Caches {
 		var rs toolscache.SharedIndexInformer
 		if in.Watch {
@@ -161,7 +162,9 @@ func (s *Server) perCluster(ctx context.Context, c *cluster.Cluster) error {
 			return err
 		}
 		g.Go(func() error { return w.Run(gctx) })
+		watchers = append(watchers, w)
 	}
+	g.Go(func() error { releaseAfterReplay(gctx, log, watchers); return nil })
 	sw, stopRecorder, err := s.sweeper(c, log)
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package watch_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -103,6 +104,11 @@ func TestChangeDuringReplayGoesFirst(t *testing.T) {
 					return w.Urgent() == 1, nil
 				})
 				queued.Store(int64(w.Queued()))
+				select {
+				case <-w.Replayed():
+					return errors.New("Replayed closed while a replayed object is being handled")
+				default:
+				}
 				return err
 			}}
 			var err error
@@ -133,8 +139,47 @@ func TestChangeDuringReplayGoesFirst(t *testing.T) {
 				assert.Equal(t, 1, n, "%s handled once: %v", name, order)
 			}
 			assert.Zero(t, w.Queued())
+			select {
+			case <-w.Replayed():
+			case <-time.After(time.Minute):
+				t.Fatal("Replayed not closed after the start-up replay was handled")
+			}
 			cancel()
 			require.NoError(t, <-done)
 		})
 	}
+}
+
+// The start-up replay dispatches every cached ReplicaSet once, and the periodic resync
+// waits its interval after it (it does not start over at once).
+func TestStartupReplayHandlesEachObjectOnce(t *testing.T) {
+	cp := controlplane.Require(t, sharedCP)
+	kc := cp.Client()
+	const n = 30
+	ns := "watch-replay-once"
+	testfix.CreateNamespace(t, kc, ns)
+	for j := range n {
+		testfix.CreateReplicaSet(t, kc, ns, fmt.Sprintf("rs-%02d", j), "cfg")
+	}
+	fac := informers.NewSharedInformerFactoryWithOptions(kc, 0, informers.WithNamespace(ns))
+	inf := fac.Apps().V1().ReplicaSets().Informer()
+	d := &recordingDispatcher{during: func(context.Context) error { return nil }}
+	w, err := watch.New(inf, d, watch.Options{Workers: 4, Resync: time.Hour, Logger: testfix.Quiet()})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fac.Start(ctx.Done())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	select {
+	case <-w.Replayed():
+	case <-time.After(time.Minute):
+		t.Fatal("the start-up replay did not finish")
+	}
+	assert.Never(t, func() bool { return w.Handled() != n }, time.Second, 20*time.Millisecond,
+		"each of the %d ReplicaSets handled once, no second pass right after the first", n)
+	order, _ := d.seen()
+	assert.Len(t, order, n)
+	cancel()
+	require.NoError(t, <-done)
 }

@@ -18,7 +18,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
@@ -78,8 +77,9 @@ type Watcher struct {
 	lanes   *lanes
 	addMu   sync.Mutex // pairs a lane mark with its queue.Add
 
-	mu      sync.Mutex
-	handled int64
+	mu       sync.Mutex
+	handled  int64
+	replayed chan struct{} // closed once the start-up replay is handled (Replayed)
 }
 
 // StopGrace is Options.StopGrace's default: how long a stopping watcher lets the attaches
@@ -132,7 +132,8 @@ func New(replicaSets toolscache.SharedIndexInformer, d Dispatcher, opts Options)
 	if log == nil {
 		log = slog.Default()
 	}
-	w := &Watcher{sources: sources, d: d, opts: opts, spec: spec, log: log.With("component", "watcher"), lanes: newLanes(opts.Workers / 4)}
+	w := &Watcher{sources: sources, d: d, opts: opts, spec: spec, log: log.With("component", "watcher"), lanes: newLanes(opts.Workers / 4),
+		replayed: make(chan struct{})}
 	const name = "configmap-attacher-watch"
 	base := workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[string]{Name: name, Queue: w.lanes})
 	w.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
@@ -140,6 +141,10 @@ func New(replicaSets toolscache.SharedIndexInformer, d Dispatcher, opts Options)
 			DelayingQueue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{Name: name, Queue: base})})
 	return w, nil
 }
+
+// Replayed is closed once the start-up replay has been handled: every object cached at
+// start was dispatched once (a retried one is back in the urgent lane by then).
+func (w *Watcher) Replayed() <-chan struct{} { return w.replayed }
 
 // Handled returns how many objects the watcher has processed (for tests and logs).
 func (w *Watcher) Handled() int64 {
@@ -206,15 +211,24 @@ func (w *Watcher) kinds() []string {
 func (w *Watcher) replayLoop(ctx context.Context) {
 	start := time.Now()
 	n := w.replayPass(ctx)
-	w.log.Info("start-up replay queued", "objects", n, "took", time.Since(start).Round(time.Millisecond))
+	if !w.lanes.waitRoom(ctx, 1) { // every replayed key handled
+		return
+	}
+	w.log.Info("start-up replay done", "objects", n, "took", time.Since(start).Round(time.Millisecond))
+	close(w.replayed)
 	if w.opts.Resync <= 0 {
 		return
 	}
-	wait.Until(func() {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(w.opts.Resync):
+		}
 		start := time.Now()
 		n := w.replayPass(ctx)
 		w.log.Debug("resync queued", "objects", n, "took", time.Since(start).Round(time.Millisecond))
-	}, w.opts.Resync, ctx.Done())
+	}
 }
 
 // replayPass queues every cached object in the replay lane, a few ahead of the workers
