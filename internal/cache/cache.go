@@ -12,7 +12,8 @@
 // A cache miss falls back to a live GET (a ReplicaSet announced by an event may be
 // newer than the cache), so the Reader is always correct and costs no request in the
 // common case; a ReplicaSet announced before the informer delivered it can be waited
-// for instead (AwaitReplicaSet, bounded). Every object returned is decoded from the stored record: the caller's own copy.
+// for instead (AwaitReplicaSet, bounded). Every object returned is decoded from the
+// stored record: the caller's own copy.
 package cache
 
 import (
