@@ -11,7 +11,9 @@
 //
 // A cache miss falls back to a live GET (a ReplicaSet announced by an event may be
 // newer than the cache), so the Reader is always correct and costs no request in the
-// common case. Every object returned is decoded from the stored record: the caller's own copy.
+// common case; a ReplicaSet announced before the informer delivered it can be waited
+// for instead (AwaitReplicaSet, bounded). Every object returned is decoded from the
+// stored record: the caller's own copy.
 package cache
 
 import (
@@ -51,6 +53,10 @@ type Options struct {
 	// RolloutPoll is how often to look for the Argo Rollouts CRD while it is absent;
 	// zero means 30s.
 	RolloutPoll time.Duration
+	// ReplicaSetWait bounds AwaitReplicaSet: how long an event that outran the
+	// ReplicaSet informer waits for it (docs/design.md, "The live confirm"). Zero means
+	// DefaultReplicaSetWait; negative: no waiting (the core reads such a ReplicaSet live).
+	ReplicaSetWait time.Duration
 	// Logger receives the cache's logs; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -82,12 +88,15 @@ type Cache struct {
 	running      atomic.Bool
 	hasSyncedAll atomic.Bool
 
-	misses sync.Map // resource -> *atomic.Int64, for tests and metrics
+	misses   counters // by resource
+	waits    counters // AwaitReplicaSet's, by outcome
+	arrivals arrivals // the ReplicaSet informer's adds and updates, for AwaitReplicaSet
 }
 
 var (
-	_ core.Reader          = (*Cache)(nil)
-	_ core.ReplicaSetCache = (*Cache)(nil)
+	_ core.Reader            = (*Cache)(nil)
+	_ core.ReplicaSetCache   = (*Cache)(nil)
+	_ core.ReplicaSetAwaiter = (*Cache)(nil)
 )
 
 // New builds the informers (nothing is started). clients must carry Kube, Dynamic and
@@ -268,17 +277,9 @@ func (c *Cache) WaitForSync(ctx context.Context) error {
 // Misses returns how many reads of resource ("replicasets", "deployments", "rollouts",
 // "configmaps", "secrets") fell back to a live GET, and ("users") how many Users answers
 // were read live (before the informers synced, or outside the cache's namespace).
-func (c *Cache) Misses(resource string) int64 {
-	if v, ok := c.misses.Load(resource); ok {
-		return v.(*atomic.Int64).Load()
-	}
-	return 0
-}
+func (c *Cache) Misses(resource string) int64 { return c.misses.get(resource) }
 
-func (c *Cache) miss(resource string) {
-	v, _ := c.misses.LoadOrStore(resource, new(atomic.Int64))
-	v.(*atomic.Int64).Add(1)
-}
+func (c *Cache) miss(resource string) { c.misses.add(resource) }
 
 // inScope reports whether namespace is watched by the informers.
 func (c *Cache) inScope(namespace string) bool {
@@ -297,7 +298,7 @@ func (c *Cache) ReplicaSet(ctx context.Context, namespace, name string) (*appsv1
 }
 
 // CachedReplicaSet implements core.ReplicaSetCache: the cached ReplicaSet, or ok false
-// (counted as a miss; the caller reads it live).
+// (counted as a miss; the caller waits for it, AwaitReplicaSet, or reads it live).
 func (c *Cache) CachedReplicaSet(namespace, name string) (*appsv1.ReplicaSet, bool) {
 	if c.inScope(namespace) {
 		if rs, ok := cached(c.rsInf, namespace, name).(*appsv1.ReplicaSet); ok {

@@ -63,6 +63,9 @@ func (c *Cache) addUserInformers() error {
 	if err := rs.AddIndexers(toolscache.Indexers{UsesIndex: usesIndexFunc, ControllerIndex: controllerIndexFunc}); err != nil {
 		return fmt.Errorf("cache: ReplicaSet indexes: %w", err)
 	}
+	if _, err := rs.AddEventHandler(c.arrivals.handler()); err != nil {
+		return fmt.Errorf("cache: ReplicaSet arrivals: %w", err)
+	}
 	c.synced = append(c.synced, rs.HasSynced)
 	for _, inf := range append([]toolscache.SharedIndexInformer{dep}, c.userInfs...) {
 		if err := inf.AddIndexers(toolscache.Indexers{UsesIndex: usesIndexFunc}); err != nil {

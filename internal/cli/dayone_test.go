@@ -473,7 +473,8 @@ func TestServeLogsOneLinePerRequestWithTheReason(t *testing.T) {
 		{"wrong type", "text/plain", "hello", 415, "result=invalid"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before := strings.Count(errOut.String(), "msg=event")
+			// The HTTP path's lines only: the revision-side watch logs its own events.
+			before := strings.Count(errOut.String(), "msg=event path=http")
 			resp, err := http.Post("http://"+addr+"/", tc.ctype, strings.NewReader(tc.body))
 			require.NoError(t, err)
 			resp.Body.Close()
@@ -481,7 +482,7 @@ func TestServeLogsOneLinePerRequestWithTheReason(t *testing.T) {
 			lines := strings.Split(errOut.String(), "\n")
 			var events []string
 			for _, l := range lines {
-				if strings.Contains(l, "msg=event") {
+				if strings.Contains(l, "msg=event path=http") {
 					events = append(events, l)
 				}
 			}

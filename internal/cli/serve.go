@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
 
+	"github.com/configmap-attacher/configmap-attacher/internal/cache"
 	"github.com/configmap-attacher/configmap-attacher/internal/cluster"
 	"github.com/configmap-attacher/configmap-attacher/internal/dispatch"
 	"github.com/configmap-attacher/configmap-attacher/internal/event"
@@ -31,6 +32,7 @@ type ServeOptions struct {
 	TLSCertFile, TLSKeyFile string
 	MaxInFlight             int
 	ExecuteTimeout          time.Duration
+	ReplicaSetWait          time.Duration
 	ShutdownTimeout         time.Duration
 	MaxBodyBytes            int64
 	AllowSecrets            bool
@@ -72,7 +74,7 @@ type ServeOptions struct {
 func DefaultServeOptions() ServeOptions {
 	return ServeOptions{GRPCAddr: server.DefaultGRPCAddr, HTTPAddr: server.DefaultHTTPAddr,
 		ClusterName: dispatch.DefaultClusterName, MaxInFlight: dispatch.DefaultMaxInFlight, GCDryRun: DryRunNone,
-		ExecuteTimeout: dispatch.DefaultExecuteTimeout, ShutdownTimeout: 30 * time.Second,
+		ExecuteTimeout: dispatch.DefaultExecuteTimeout, ReplicaSetWait: cache.DefaultReplicaSetWait, ShutdownTimeout: 30 * time.Second,
 		MaxBodyBytes: event.MaxPayloadBytes, LogLevel: "info", LogFormat: "text",
 		ClusterProbeInterval: cluster.DefaultProbeInterval,
 		WatchResync:          10 * time.Minute, WatchWorkers: watch.DefaultWorkers, EventBusStream: eventbus.DefaultStream, EventBusDurable: eventbus.DefaultDurable,
@@ -92,6 +94,7 @@ func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.TLSKeyFile, "tls-key-file", o.TLSKeyFile, "PEM private key of --tls-cert-file")
 	fs.IntVar(&o.MaxInFlight, "max-in-flight", o.MaxInFlight, "events handled at once; more get gRPC ResourceExhausted / HTTP 429")
 	fs.DurationVar(&o.ExecuteTimeout, "execute-timeout", o.ExecuteTimeout, "time bound for one event (gRPC DeadlineExceeded / HTTP 503 beyond)")
+	fs.DurationVar(&o.ReplicaSetWait, "replicaset-wait-timeout", o.ReplicaSetWait, "how long an event for a ReplicaSet the cache has not seen yet waits for the service's own watch to deliver it before reading it live (one GET saved; a name that never arrives is refused only after it; within --execute-timeout; 0: read live at once)")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "how long shutdown waits for events in flight")
 	fs.Int64Var(&o.MaxBodyBytes, "max-body-bytes", o.MaxBodyBytes, "largest HTTP request body (413 beyond)")
 	fs.BoolVar(&o.AllowSecrets, "allow-secrets", o.AllowSecrets, "let events with includeSecrets=true attach Secrets (caches Secret metadata; needs RBAC on secrets)")
@@ -194,6 +197,8 @@ func (o *ServeOptions) Validate() error {
 		return usagef("--max-in-flight must be at least 1")
 	case o.ExecuteTimeout <= 0:
 		return usagef("--execute-timeout must be positive")
+	case o.ReplicaSetWait < 0:
+		return usagef("--replicaset-wait-timeout must not be negative")
 	case o.ShutdownTimeout <= 0:
 		return usagef("--shutdown-timeout must be positive")
 	case o.MaxBodyBytes < 1024:
@@ -217,7 +222,17 @@ func (o *ServeOptions) ServerOptions() server.Options {
 	return server.Options{GRPCAddr: o.GRPCAddr, HTTPAddr: o.HTTPAddr, TLSCertFile: o.TLSCertFile, TLSKeyFile: o.TLSKeyFile,
 		ClusterName: o.ClusterName, Namespace: o.Namespace, MaxInFlight: o.MaxInFlight, ExecuteTimeout: o.ExecuteTimeout,
 		MaxBodyBytes: o.MaxBodyBytes, ShutdownTimeout: o.ShutdownTimeout, AllowSecrets: o.AllowSecrets,
-		BlockOwnerDeletion: o.BlockOwnerDeletion, ProbeInterval: o.ClusterProbeInterval, ProfilingAddr: o.ProfilingAddr}
+		BlockOwnerDeletion: o.BlockOwnerDeletion, ProbeInterval: o.ClusterProbeInterval, ReplicaSetWait: o.replicaSetWait(),
+		ProfilingAddr: o.ProfilingAddr}
+}
+
+// replicaSetWait is --replicaset-wait-timeout as cache.Options.ReplicaSetWait takes it
+// (0, no wait, is negative there).
+func (o *ServeOptions) replicaSetWait() time.Duration {
+	if o.ReplicaSetWait == 0 {
+		return -1
+	}
+	return o.ReplicaSetWait
 }
 
 // Run serves until ctx ends (SIGINT/SIGTERM), then shuts down gracefully.
@@ -252,7 +267,7 @@ func (o *ServeOptions) Run(ctx context.Context, s *Streams) error {
 		}
 		so.Clusters = &cluster.Options{Clusters: specs, Default: o.DefaultCluster, ArgoCDNamespace: o.ArgoCDNamespace,
 			Namespace: o.Namespace, AllowSecrets: o.AllowSecrets, BlockOwnerDeletion: o.BlockOwnerDeletion, Namespaces: so.Namespaces,
-			ProbeInterval: o.ClusterProbeInterval, Logger: log}
+			ProbeInterval: o.ClusterProbeInterval, ReplicaSetWait: o.replicaSetWait(), Logger: log}
 	} else if cfg, err = kube.RESTConfig(kube.ConfigOptions{Kubeconfig: o.Kubeconfig, Context: o.Context, InCluster: o.InCluster,
 		QPS: o.QPS, Burst: o.Burst}); err != nil {
 		return err

@@ -21,6 +21,8 @@ func TestServeOptionsValidate(t *testing.T) {
 		{"zero in flight", func(o *ServeOptions) { o.MaxInFlight = 0 }, false},
 		{"zero timeout", func(o *ServeOptions) { o.ExecuteTimeout = 0 }, false},
 		{"tiny body limit", func(o *ServeOptions) { o.MaxBodyBytes = 10 }, false},
+		{"negative ReplicaSet wait", func(o *ServeOptions) { o.ReplicaSetWait = -time.Second }, false},
+		{"no ReplicaSet wait", func(o *ServeOptions) { o.ReplicaSetWait = 0 }, true},
 		{"one server", func(o *ServeOptions) { o.HTTPAddr = "-"; o.ExecuteTimeout = time.Second }, true},
 		{"profiling on loopback", func(o *ServeOptions) { o.ProfilingAddr = "127.0.0.1:6060" }, true},
 		{"profiling on every interface", func(o *ServeOptions) { o.ProfilingAddr = ":6060" }, false},
@@ -50,4 +52,22 @@ func TestServeCommandFlags(t *testing.T) {
 	}
 	code = Main(context.Background(), []string{"serve", "--max-in-flight", "0"}, Streams{Out: &out, Err: &errb})
 	assert.Equal(t, ExitUsage, code)
+}
+
+func TestReplicaSetWaitFlagReachesTheCaches(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		flag time.Duration
+		want time.Duration // cache.Options.ReplicaSetWait: negative is no wait
+	}{
+		{"default: one second", DefaultServeOptions().ReplicaSetWait, time.Second},
+		{"zero: no wait", 0, -1},
+		{"set", 300 * time.Millisecond, 300 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := DefaultServeOptions()
+			o.ReplicaSetWait = tc.flag
+			assert.Equal(t, tc.want, o.ServerOptions().ReplicaSetWait)
+		})
+	}
 }

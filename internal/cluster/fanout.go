@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 )
@@ -96,7 +97,11 @@ type nsReader struct {
 	live core.Reader
 }
 
-var _ core.Reader = nsReader{}
+var (
+	_ core.Reader            = nsReader{}
+	_ core.ReplicaSetCache   = nsReader{}
+	_ core.ReplicaSetAwaiter = nsReader{}
+)
 
 func (r nsReader) pick(ns string) core.Reader {
 	if c, ok := r.byNS[ns]; ok {
@@ -108,6 +113,23 @@ func (r nsReader) pick(ns string) core.Reader {
 // ReplicaSet implements core.Reader.
 func (r nsReader) ReplicaSet(ctx context.Context, ns, name string) (*appsv1.ReplicaSet, error) {
 	return r.pick(ns).ReplicaSet(ctx, ns, name)
+}
+
+// CachedReplicaSet implements core.ReplicaSetCache: the namespace's cache, else a miss.
+func (r nsReader) CachedReplicaSet(ns, name string) (*appsv1.ReplicaSet, bool) {
+	if c, ok := r.byNS[ns].(core.ReplicaSetCache); ok {
+		return c.CachedReplicaSet(ns, name)
+	}
+	return nil, false
+}
+
+// AwaitReplicaSet implements core.ReplicaSetAwaiter: the namespace's cache waits, else
+// nothing can arrive (ok false at once).
+func (r nsReader) AwaitReplicaSet(ctx context.Context, ns, name string, uid types.UID) (*appsv1.ReplicaSet, bool) {
+	if c, ok := r.byNS[ns].(core.ReplicaSetAwaiter); ok {
+		return c.AwaitReplicaSet(ctx, ns, name, uid)
+	}
+	return nil, false
 }
 
 // Deployment implements core.Reader.

@@ -64,6 +64,10 @@ type Options struct {
 	AllowSecrets, BlockOwnerDeletion bool
 	// Namespaces restricts the namespaces events may act in, in every cluster.
 	Namespaces core.NamespacePolicy
+	// ReplicaSetWait bounds how long an event that outran a cluster's ReplicaSet
+	// informer waits for it (cache.Options.ReplicaSetWait: zero is the default, negative
+	// no wait).
+	ReplicaSetWait time.Duration
 	// ProbeInterval and ProbeTimeout pace the health probe (GET /readyz) of each
 	// cluster; zero means DefaultProbeInterval and DefaultProbeTimeout.
 	ProbeInterval, ProbeTimeout time.Duration
@@ -209,7 +213,7 @@ func (r *Registry) newMember(sp Spec) (*member, error) {
 	m := &member{c: Cluster{Spec: sp, Clients: clients}}
 	byNS := map[string]core.Reader{}
 	for _, ns := range nss {
-		c, err := cache.New(clients, cache.Options{Namespace: ns, Secrets: r.opts.AllowSecrets, Logger: log})
+		c, err := cache.New(clients, cache.Options{Namespace: ns, Secrets: r.opts.AllowSecrets, ReplicaSetWait: r.opts.ReplicaSetWait, Logger: log})
 		if err != nil {
 			return nil, fmt.Errorf("cluster %q: %w", sp.Name, err)
 		}

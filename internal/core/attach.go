@@ -286,19 +286,21 @@ func (e *objectErrors) Error() string   { return e.msg }
 func (e *objectErrors) Unwrap() []error { return e.errs }
 
 // resolveReplicaSet applies safety rules 1 and 2 to the (possibly cached) ReplicaSet.
-// fresh reports that it was read live here (a cache miss, or a UID the cache has not
-// seen yet): that read is the confirm of rule 2 (docs/design.md, "The live confirm").
+// fresh reports that it was read live here: the cache had not seen it (or held an older
+// namesake of the event's UID) and did not deliver it within its wait (awaitOrGet). Either
+// way the confirm still runs right before the write (docs/design.md, "The live confirm").
 func (a *Attacher) resolveReplicaSet(ctx context.Context, ev Event) (rs *appsv1.ReplicaSet, fresh bool, err error) {
 	if c, ok := a.cfg.Reader.(ReplicaSetCache); ok {
-		if rs, ok = c.CachedReplicaSet(ev.Namespace, ev.Name); !ok {
-			rs, fresh, err = a.getReplicaSet(ctx, ev)
+		rs, ok = c.CachedReplicaSet(ev.Namespace, ev.Name)
+		if !ok || (ev.UID != "" && rs.UID != ev.UID) {
+			// The event outran the cache, or the cache lags a delete-and-recreate.
+			rs, fresh, err = a.awaitOrGet(ctx, ev)
 		}
 	} else {
 		rs, err = a.cfg.Reader.ReplicaSet(ctx, ev.Namespace, ev.Name)
-	}
-	if err == nil && ev.UID != "" && rs.UID != ev.UID && !fresh {
-		// The cache may lag a delete-and-recreate: ask the apiserver before refusing.
-		rs, fresh, err = a.getReplicaSet(ctx, ev)
+		if err == nil && ev.UID != "" && rs.UID != ev.UID {
+			rs, fresh, err = a.getReplicaSet(ctx, ev) // ask the apiserver before refusing
+		}
 	}
 	switch {
 	case apierrors.IsNotFound(err):
@@ -307,6 +309,18 @@ func (a *Attacher) resolveReplicaSet(ctx context.Context, ev Event) (rs *appsv1.
 		return nil, false, apiFailure("reading", "ReplicaSet "+ev.Namespace+"/"+ev.Name, err)
 	}
 	return rs, fresh, checkOwner(ev, rs)
+}
+
+// awaitOrGet returns the event's ReplicaSet once the cache delivers it (a
+// ReplicaSetAwaiter's bounded wait: the attach then plans as on a cache hit), else reads
+// it live (fresh).
+func (a *Attacher) awaitOrGet(ctx context.Context, ev Event) (*appsv1.ReplicaSet, bool, error) {
+	if w, ok := a.cfg.Reader.(ReplicaSetAwaiter); ok {
+		if rs, ok := w.AwaitReplicaSet(ctx, ev.Namespace, ev.Name, ev.UID); ok {
+			return rs, false, nil
+		}
+	}
+	return a.getReplicaSet(ctx, ev)
 }
 
 // getReplicaSet reads the event's ReplicaSet live.

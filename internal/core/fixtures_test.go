@@ -471,10 +471,19 @@ func hasOwnerUID(refs []metav1.OwnerReference, uid types.UID) bool {
 // (internal/cache) of e.ns, synced, with writes through the counted clients.
 func (e *env) cachedAttacher() *core.Attacher {
 	e.t.Helper()
+	a, _ := e.cachedAttacherWith(cache.Options{})
+	return a
+}
+
+// cachedAttacherWith is cachedAttacher with opts for the cache (its namespace, Rollout
+// poll and logger are e's), and the cache.
+func (e *env) cachedAttacherWith(opts cache.Options) (*core.Attacher, *cache.Cache) {
+	e.t.Helper()
 	cp := requireCP(e.t)
 	clients, err := kube.NewClients(e.counter.Wrap(cp.RESTConfig()))
 	require.NoError(e.t, err)
-	c, err := cache.New(clients, cache.Options{Namespace: e.ns, RolloutPoll: 100 * time.Millisecond, Logger: discardLogger()})
+	opts.Namespace, opts.RolloutPoll, opts.Logger = e.ns, 100*time.Millisecond, discardLogger()
+	c, err := cache.New(clients, opts)
 	require.NoError(e.t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -491,5 +500,5 @@ func (e *env) cachedAttacher() *core.Attacher {
 	})
 	a, err := core.NewAttacher(core.Config{Cluster: "local", Client: clients.Kube, Reader: c, Logger: discardLogger()})
 	require.NoError(e.t, err)
-	return a
+	return a, c
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
@@ -49,11 +50,22 @@ type Reader interface {
 }
 
 // ReplicaSetCache is an optional Reader extension for informer-backed readers:
-// CachedReplicaSet answers from the cache alone (ok false on a miss). On a miss the
-// Attacher reads the ReplicaSet live itself, and that read serves as the live confirm of
-// safety rule 2: one GET, not two, for an event that outruns the cache.
+// CachedReplicaSet answers from the cache alone (ok false on a miss). On a miss (or a
+// cached namesake of another UID than the event's) the Attacher waits for the cache
+// (ReplicaSetAwaiter) or reads the ReplicaSet live itself; either way it confirms the
+// ReplicaSet live right before the write (docs/design.md, "The live confirm").
 type ReplicaSetCache interface {
 	CachedReplicaSet(namespace, name string) (*appsv1.ReplicaSet, bool)
+}
+
+// ReplicaSetAwaiter is an optional Reader extension for informer-backed readers:
+// AwaitReplicaSet returns the cached ReplicaSet namespace/name (with UID uid, unless uid
+// is empty) once the cache has it, waiting for the cache's own watch to deliver it for at
+// most a bound the reader owns, and no longer than ctx. ok false: it did not arrive, or
+// the reader cannot wait for it (say, a namespace it does not watch), and said so at once.
+// An event that outruns the cache then costs one GET (the confirm), not two.
+type ReplicaSetAwaiter interface {
+	AwaitReplicaSet(ctx context.Context, namespace, name string, uid types.UID) (*appsv1.ReplicaSet, bool)
 }
 
 // LiveReader reads every object straight from the apiserver (one GET each). It is what

@@ -62,6 +62,9 @@ type Options struct {
 	PublicMetrics bool
 	// Namespaces restricts the namespaces events may act in (core.Config.Namespaces).
 	Namespaces core.NamespacePolicy
+	// ReplicaSetWait bounds the wait of an event that outran the ReplicaSet informer
+	// (cluster.Options.ReplicaSetWait).
+	ReplicaSetWait time.Duration
 	// ProbeInterval paces the health probe of the served cluster(s) (GET /readyz of each
 	// apiserver; cluster.DefaultProbeInterval). While a probe fails the service is not
 	// ready and events for that cluster are answered "unavailable, retry".
@@ -182,7 +185,7 @@ func (s *Server) registry(cfg *rest.Config) (*cluster.Registry, error) {
 	ro := cluster.Options{
 		Clusters:  []cluster.Spec{{Name: o.ClusterName, Source: cluster.SourceHome, Origin: "--kubeconfig/--context", Config: cfg}},
 		Namespace: o.Namespace, AllowSecrets: o.AllowSecrets, BlockOwnerDeletion: o.BlockOwnerDeletion,
-		Namespaces: o.Namespaces, ProbeInterval: o.ProbeInterval}
+		Namespaces: o.Namespaces, ProbeInterval: o.ProbeInterval, ReplicaSetWait: o.ReplicaSetWait}
 	if o.Clusters != nil {
 		ro = *o.Clusters
 	}
