@@ -26,9 +26,15 @@ import (
 type RSMemPoint struct {
 	ReplicaSets  int     `json:"replicaSets"`
 	Revisions    int     `json:"revisions"`
+	// RSS is VmRSS 3 s after the start-up is done (the caches synced and the start-up
+	// replay handled: the service's "start-up done" log line); ReadyRSS 3 s after /readyz
+	// (during the replay); Peak is VmHWM then.
 	RSS          int64   `json:"rssBytes"`
+	ReadyRSS     int64   `json:"readyRssBytes,omitempty"`
 	Peak         int64   `json:"peakBytes"`
 	ReadySeconds float64 `json:"readySeconds"`
+	// DoneSeconds: process start -> "start-up done" (0: not seen within 5 minutes).
+	DoneSeconds float64 `json:"doneSeconds,omitempty"`
 	// BytesPerRS is (RSS - RSS with none) / ReplicaSets; BytesPerRevision (at the point
 	// with revisions) is (RSS - RSS with the same ReplicaSets and none) / Revisions.
 	BytesPerRS       float64 `json:"bytesPerReplicaSet"`
@@ -111,17 +117,25 @@ func withPerRS(p, base *RSMemPoint) *RSMemPoint {
 
 func (e *env) measureRS(ctx context.Context, ns string, rs, revs int, curve bool) (*RSMemPoint, error) {
 	p := &RSMemPoint{ReplicaSets: rs, Revisions: revs}
-	svc, err := e.startService(ctx, fmt.Sprintf("rsmem-%d-%d", rs, revs), "--watch", "--watch-namespace", ns)
+	svc, err := e.startService(ctx, fmt.Sprintf("rsmem-%d-%d", rs, revs), "--watch", "--watch-namespace", ns, "--log-level", "info")
 	if err != nil {
 		return nil, err
 	}
 	defer svc.stop()
 	p.ReadySeconds = time.Since(svc.startedAt).Seconds()
-	time.Sleep(3 * time.Second) // let the initial lists' garbage go
+	time.Sleep(3 * time.Second)
+	if p.ReadyRSS, _, err = svc.rss(); err != nil {
+		return nil, err
+	}
+	if svc.waitLog(ctx, startupDone, 5*time.Minute) {
+		p.DoneSeconds = time.Since(svc.startedAt).Seconds()
+	}
+	time.Sleep(3 * time.Second)
 	if p.RSS, p.Peak, err = svc.rss(); err != nil {
 		return nil, err
 	}
-	e.cfg.Logf("   rs memory: %d RS + %d revisions: RSS %s (peak %s), ready %.1fs", rs, revs, mib(p.RSS), mib(p.Peak), p.ReadySeconds)
+	e.cfg.Logf("   rs memory: %d RS + %d revisions: RSS %s after start-up (%s at ready+3s, peak %s), ready %.1fs, done %.1fs",
+		rs, revs, mib(p.RSS), mib(p.ReadyRSS), mib(p.Peak), p.ReadySeconds, p.DoneSeconds)
 	if !curve || e.cfg.CurveN <= 0 {
 		return p, nil
 	}

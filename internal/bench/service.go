@@ -88,6 +88,26 @@ func (e *env) startService(ctx context.Context, name string, extra ...string) (*
 	}
 }
 
+// startupDone is the line serve logs (at info) once its caches are in sync and every
+// watcher has handled its start-up replay (internal/server, releaseAfterReplay).
+const startupDone = "start-up done"
+
+// waitLog waits until the service's log has a line containing text, up to timeout.
+func (s *service) waitLog(ctx context.Context, text string, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if b, err := os.ReadFile(s.logFile); err == nil && strings.Contains(string(b), text) {
+			return true
+		}
+		select {
+		case <-s.done:
+			return false
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return false
+}
+
 // rss returns VmRSS and VmHWM in bytes.
 func (s *service) rss() (rss, hwm int64, err error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
