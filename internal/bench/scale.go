@@ -123,13 +123,19 @@ func (e *env) measureRS(ctx context.Context, ns string, rs, revs int, curve bool
 	}
 	defer svc.stop()
 	p.ReadySeconds = time.Since(svc.startedAt).Seconds()
+	done := make(chan float64, 1)
+	go func() {
+		var at float64
+		if svc.waitLog(ctx, startupDone, 5*time.Minute) {
+			at = time.Since(svc.startedAt).Seconds()
+		}
+		done <- at
+	}()
 	time.Sleep(3 * time.Second)
 	if p.ReadyRSS, _, err = svc.rss(); err != nil {
 		return nil, err
 	}
-	if svc.waitLog(ctx, startupDone, 5*time.Minute) {
-		p.DoneSeconds = time.Since(svc.startedAt).Seconds()
-	}
+	p.DoneSeconds = <-done
 	time.Sleep(3 * time.Second)
 	if p.RSS, p.Peak, err = svc.rss(); err != nil {
 		return nil, err
