@@ -360,7 +360,16 @@ func (o *AttachOptions) waitForOwner(ctx context.Context, log *slog.Logger, s *S
 			fmt.Fprintf(s.Err, "waiting for %s %s/%s (%s of %s): %s%s\n", kind, ns, name,
 				time.Since(start).Round(time.Second), o.Timeout, missing, nameHints(ctx, clients, kind, ns, name, listed))
 		}}
-	return w.ReplicaSetFor(ctx, kind, ns, name, listed)
+	rs, hash, err := w.ReplicaSetFor(ctx, kind, ns, name, listed)
+	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		// The final error says what the progress lines said, the closest names too.
+		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if h := nameHints(hctx, clients, kind, ns, name, listed); h != "" {
+			err = fmt.Errorf("%w%s", err, h)
+		}
+	}
+	return rs, hash, err
 }
 
 func contextNamespace(o *AttachOptions) (string, error) {

@@ -43,6 +43,7 @@ type dayOneCase struct {
 	emptyErr  bool
 	emptyOut  bool
 	wantFirst string // the first line of stdout
+	wantLast  string // in the last line of stderr (the final error)
 }
 
 func (tc dayOneCase) check(t *testing.T, code int, out, errOut string) {
@@ -68,6 +69,10 @@ func (tc dayOneCase) check(t *testing.T, code int, out, errOut string) {
 	}
 	if tc.wantFirst != "" {
 		assert.Equal(t, tc.wantFirst, strings.SplitN(out, "\n", 2)[0])
+	}
+	if tc.wantLast != "" {
+		lines := strings.Split(strings.TrimSpace(errOut), "\n")
+		assert.Contains(t, lines[len(lines)-1], tc.wantLast)
 	}
 }
 
@@ -118,6 +123,9 @@ func TestFirstHourFailsFastAndTellsTheTruth(t *testing.T) {
 		{name: "a wait says on stderr what is still missing",
 			args:     []string{"attach", "--kubeconfig", kcfg, "-n", ns, "--replicaset", "web-2", "--timeout", "2s"},
 			wantCode: 1, wantErr: []string{"waiting for ReplicaSet " + ns + "/web-2 (", `"web-2" not found`, `did you mean ReplicaSet "web-1"?`, "timed out"}},
+		{name: "a wait that times out names the closest name in its final error",
+			args:     []string{"attach", "--kubeconfig", kcfg, "-n", ns, "--replicaset", "web-2", "--timeout", "1s"},
+			wantCode: 1, wantLast: `did you mean ReplicaSet "web-1"?`},
 		{name: "the old form says what it still waits for",
 			args: []string{"-rollout", "nope", "-namespace", ns, "-configmaps", "web-config", "-timeout", "2s"}, env: legacyEnv,
 			wantCode: 1, wantErr: []string{"waiting for Rollout " + ns + "/nope (", "timed out"}},

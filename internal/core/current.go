@@ -19,9 +19,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// ErrNotReady means the workload's current ReplicaSet does not exist yet (the workload
-// controller has not caught up). WaitForCurrentReplicaSet retries on it.
-var ErrNotReady = errors.New("current ReplicaSet not ready")
+// ErrNotReady means something the attach waits for is not there yet: the workload's
+// current ReplicaSet (its controller has not caught up), or a listed ConfigMap or Secret.
+// WaitForCurrentReplicaSet retries on it; the wrapping error names what is missing.
+var ErrNotReady = errors.New("not ready")
 
 // CurrentReplicaSet returns the ReplicaSet that runs a workload's current pod template.
 //
