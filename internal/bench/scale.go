@@ -24,8 +24,8 @@ import (
 // RSMemPoint is serve --watch's memory with ReplicaSets cached (realistic templates) and,
 // at the last level, Revisions revision metadata too.
 type RSMemPoint struct {
-	ReplicaSets  int     `json:"replicaSets"`
-	Revisions    int     `json:"revisions"`
+	ReplicaSets int `json:"replicaSets"`
+	Revisions   int `json:"revisions"`
 	// RSS is VmRSS 3 s after the start-up is done (the caches synced and the start-up
 	// replay handled: the service's "start-up done" log line); ReadyRSS 3 s after /readyz
 	// (during the replay); Peak is VmHWM then.
