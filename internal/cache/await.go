@@ -17,6 +17,18 @@ import (
 // deliver a ReplicaSet an event announced (Options.ReplicaSetWait).
 const DefaultReplicaSetWait = time.Second
 
+// maxWaiting bounds the AwaitReplicaSet calls waiting at once in the process (every
+// cache, cluster and namespace together, as the dispatcher's in-flight slots are): a
+// quarter of the default 64 slots, which every way in shares, the watcher and the
+// revision side too. A call beyond it does not wait (ok false at once: the core reads
+// live, as without the wait), so names that never arrive, forged or deleted before the
+// cache saw them, hold at most that many slots for the bound. A genuine wait lasts the
+// informer's delivery, milliseconds: real events rarely meet the cap.
+const maxWaiting = 16
+
+// waitingCalls counts the AwaitReplicaSet calls waiting, process-wide (maxWaiting).
+var waitingCalls atomic.Int32
+
 // errWaitBound is the cause of an AwaitReplicaSet context that reached the cache's bound.
 var errWaitBound = errors.New("cache: the ReplicaSet did not arrive within the wait")
 
@@ -93,12 +105,18 @@ func (a *arrivals) handler() toolscache.ResourceEventHandler {
 // namespace/name (with UID uid, unless uid is empty) as soon as the ReplicaSet informer
 // has stored it, waiting at most Options.ReplicaSetWait and as long as ctx lasts. It
 // returns ok false at once when the namespace is outside the cache's, the ReplicaSet
-// informer has not synced (its initial list is still running: nothing to wait for) or
-// waiting is off. Each wait is counted (Waits).
+// informer has not synced (its initial list is still running: nothing to wait for),
+// waiting is off, or maxWaiting calls wait already. Each wait is counted (Waits).
 func (c *Cache) AwaitReplicaSet(ctx context.Context, namespace, name string, uid types.UID) (*appsv1.ReplicaSet, bool) {
 	if c.opts.ReplicaSetWait < 0 || !c.inScope(namespace) || !c.rsInf.HasSynced() {
 		return nil, false
 	}
+	if waitingCalls.Add(1) > maxWaiting {
+		waitingCalls.Add(-1)
+		c.waits.add("full")
+		return nil, false
+	}
+	defer waitingCalls.Add(-1)
 	bound := c.opts.ReplicaSetWait
 	if bound == 0 {
 		bound = DefaultReplicaSetWait
@@ -130,8 +148,9 @@ func (c *Cache) AwaitReplicaSet(ctx context.Context, namespace, name string, uid
 }
 
 // Waits returns how many AwaitReplicaSet waits ended with outcome: "hit" (the informer
-// delivered the ReplicaSet), "timeout" (it did not within Options.ReplicaSetWait) or
-// "cancelled" (the caller's context ended first).
+// delivered the ReplicaSet), "timeout" (it did not within Options.ReplicaSetWait),
+// "cancelled" (the caller's context ended first) or "full" (no wait: maxWaiting other
+// calls were waiting).
 func (c *Cache) Waits(outcome string) int64 { return c.waits.get(outcome) }
 
 // counters are named counts, for tests and metrics.

@@ -61,9 +61,13 @@ func (l *lanes) signal() {
 }
 
 // waitRoom waits until fewer than depth replayed keys are queued or being handled. It
-// returns false when ctx ends first.
+// returns false once ctx has ended, room or not: after the stop the queue takes no adds,
+// so a pass would never fill the lane again and would run through every key.
 func (l *lanes) waitRoom(ctx context.Context, depth int) bool {
 	for {
+		if ctx.Err() != nil {
+			return false
+		}
 		l.mu.Lock()
 		backlog := l.live + len(l.busy)
 		l.mu.Unlock()

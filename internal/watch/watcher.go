@@ -186,7 +186,9 @@ func (w *Watcher) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	go w.replayLoop(ctx)
+	replaying := make(chan struct{})
+	go func() { defer close(replaying); w.replayLoop(ctx) }()
+	defer func() { <-replaying }() // the replay stops with ctx (lanes.waitRoom): Run outlives it
 	<-ctx.Done()
 	// Queued objects are dropped, not drained: the watcher is level-triggered, and the
 	// next start (or another replica's resync) handles them.
