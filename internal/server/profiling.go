@@ -39,6 +39,10 @@ func newProfiling(addr string) (*profiling, error) {
 	if err != nil {
 		return nil, fmt.Errorf("profiling listen on %s: %w", addr, err)
 	}
+	if ta, ok := lis.Addr().(*net.TCPAddr); !ok || !ta.IP.IsLoopback() {
+		_ = lis.Close() // "localhost" resolved elsewhere (a hosts file, DNS)
+		return nil, fmt.Errorf("profiling address %q: bound %s, not a loopback address", addr, lis.Addr())
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

@@ -83,11 +83,14 @@ func (l *lanes) waitRoom(ctx context.Context, depth int) bool {
 }
 
 // beginPass and endPass bracket a replay pass; handledInPass reports whether key was
-// taken from the urgent lane since the pass began.
+// taken from the urgent lane since the pass began. A pass already begun goes on (the
+// watcher begins the start-up pass before its workers take the first key).
 func (l *lanes) beginPass() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.passKeys = map[string]struct{}{}
+	if l.passKeys == nil {
+		l.passKeys = map[string]struct{}{}
+	}
 }
 
 func (l *lanes) endPass() {

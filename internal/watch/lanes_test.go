@@ -143,3 +143,19 @@ func mustGet(lq laneQueue) string {
 	lq.q.Done(k)
 	return k
 }
+
+// A key taken from the urgent lane once a pass has begun is skipped by that pass, also
+// when the pass was begun early (before the workers start) and begun again by the pass
+// itself; a later pass starts afresh.
+func TestUrgentKeyTakenBeforeThePassReadsIsSkipped(t *testing.T) {
+	lq := newLaneQueue()
+	lq.l.beginPass() // the watcher, before its workers
+	lq.urgent("ReplicaSet/ns/a")
+	assert.Equal(t, "ReplicaSet/ns/a", mustGet(lq))
+	lq.l.beginPass() // the start-up pass itself
+	assert.True(t, lq.l.handledInPass("ReplicaSet/ns/a"))
+	assert.False(t, lq.l.handledInPass("ReplicaSet/ns/b"))
+	lq.l.endPass()
+	lq.l.beginPass() // the next resync
+	assert.False(t, lq.l.handledInPass("ReplicaSet/ns/a"))
+}

@@ -177,6 +177,9 @@ func (w *Watcher) Run(ctx context.Context) error {
 	// removed) must not wait on requests to an apiserver that no longer answers.
 	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
+	// The start-up pass begins before the first key is taken: a change the workers
+	// handle before the pass reads the stores is not replayed again.
+	w.lanes.beginPass()
 	var wg sync.WaitGroup
 	for i := 0; i < w.opts.Workers; i++ {
 		wg.Add(1)
