@@ -77,6 +77,12 @@ func newHostileEnv(t *testing.T, ns string) *hostileEnv {
 	require.NoError(t, err)
 	e.rs = e.workload(t, ns, "web-1", "cfg-1", "sec-1")
 	e.sys = e.workload(t, "kube-system", ns+"-sys", ns+"-sys-cfg", "")
+	// kube-system outlives the test: remove its workload, or the next test's server
+	// (which serves every namespace) attaches it and counts that write as its own.
+	t.Cleanup(func() {
+		_ = e.kc.AppsV1().ReplicaSets("kube-system").Delete(ctx, e.sys.Name, metav1.DeleteOptions{})
+		_ = e.kc.CoreV1().ConfigMaps("kube-system").Delete(ctx, ns+"-sys-cfg", metav1.DeleteOptions{})
+	})
 
 	nats, err := natsserver.Start(ctx, natsserver.Options{User: "attacher", Password: e.natsPass})
 	require.NoError(t, err)
@@ -233,6 +239,7 @@ func TestHostileInputRefused(t *testing.T) {
 		}
 		return nil
 	})
+	waitAttachedEvents(t, e.ns, "cfg-1", 1) // posted after the write, on the recorder's goroutine
 	e.counter.Reset()
 	for _, tc := range cases {
 		t.Run("http/"+tc.name, func(t *testing.T) {

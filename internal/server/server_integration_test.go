@@ -194,6 +194,8 @@ func TestServeAttachesOverGRPCAndHTTP(t *testing.T) {
 		}
 		return nil
 	})
+	waitAttachedEvents(t, ns, "cfg-a", 1) // the recorder posts them after the writes
+	waitAttachedEvents(t, ns, "cfg-b", 1)
 	counter.Reset()
 	for _, rev := range []string{"a", "b"} {
 		assert.Equal(t, core.OutcomeAlreadyAttached, outcomeOf(viaGRPC(rsFor[rev])))
