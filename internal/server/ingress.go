@@ -145,10 +145,36 @@ func (s *Server) perCluster(ctx context.Context, c *cluster.Cluster) error {
 			return nil // removed or shutting down before sync
 		}
 	}
-	in := s.opts.Ingress
+	// Build every part before starting any, so an error leaves nothing running.
+	watchers, err := s.watchers(c, log)
+	if err != nil {
+		return err
+	}
+	sw, stopRecorder, err := s.sweeper(c, log)
+	if err != nil {
+		return err
+	}
+	defer stopRecorder()
+	s.sweepers.set(c.Name(), sw)
+	defer s.sweepers.remove(c.Name(), sw)
 	g, gctx := errgroup.WithContext(ctx)
-	// Every way in gets the revision side (a revision that appears after its ReplicaSet,
-	// or loses its owners, is attached from its own change); --watch adds ReplicaSets.
+	for _, w := range watchers {
+		g.Go(func() error { return w.Run(gctx) })
+	}
+	g.Go(func() error { releaseAfterReplay(gctx, log, watchers); return nil })
+	if s.opts.Ingress.GC.Interval > 0 {
+		g.Go(func() error { return sw.Run(gctx) })
+	}
+	// The sweeper serves `operation: gc` until the cluster is removed or serve stops.
+	g.Go(func() error { <-gctx.Done(); return nil })
+	return g.Wait()
+}
+
+// watchers builds a watcher per cache of c. Every way in gets the revision side (a
+// revision that appears after its ReplicaSet, or loses its owners, is attached from
+// its own change); --watch adds ReplicaSets.
+func (s *Server) watchers(c *cluster.Cluster, log *slog.Logger) ([]*watch.Watcher, error) {
+	in := s.opts.Ingress
 	var watchers []*watch.Watcher
 	for _, ch := range c.Caches {
 		var rs toolscache.SharedIndexInformer
@@ -159,25 +185,11 @@ func (s *Server) perCluster(ctx context.Context, c *cluster.Cluster) error {
 			Listed: ch.Listed,
 			Resync: in.WatchResync, Workers: in.WatchWorkers, StopGrace: s.opts.ShutdownTimeout, Logger: log})
 		if err != nil {
-			return err
+			return nil, err
 		}
-		g.Go(func() error { return w.Run(gctx) })
 		watchers = append(watchers, w)
 	}
-	g.Go(func() error { releaseAfterReplay(gctx, log, watchers); return nil })
-	sw, stopRecorder, err := s.sweeper(c, log)
-	if err != nil {
-		return err
-	}
-	defer stopRecorder()
-	s.sweepers.set(c.Name(), sw)
-	defer s.sweepers.remove(c.Name(), sw)
-	if in.GC.Interval > 0 {
-		g.Go(func() error { return sw.Run(gctx) })
-	}
-	// The sweeper serves `operation: gc` until the cluster is removed or serve stops.
-	g.Go(func() error { <-gctx.Done(); return nil })
-	return g.Wait()
+	return watchers, nil
 }
 
 // sweepers holds the orphan sweeper of every cluster that has one running, for
