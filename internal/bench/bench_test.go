@@ -56,6 +56,8 @@ func TestSmoke(t *testing.T) {
 	}
 	if len(rep.RSMemory) != 3 {
 		t.Errorf("ReplicaSet memory points: %d, want 3 (none, 10, 10 + revisions)", len(rep.RSMemory))
+	} else if last := rep.RSMemory[2]; last.Curve.N != 3 || last.Floor == nil || last.Floor.RTT.N != 3 {
+		t.Errorf("the curve and the floor at the largest size: %+v, %+v", last.Curve, last.Floor)
 	}
 	if len(rep.Paths) != 2 {
 		t.Fatalf("paths measured: %d, want 2", len(rep.Paths))

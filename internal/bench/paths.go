@@ -49,51 +49,62 @@ func (e *env) floor(ctx context.Context, rep *Report) error {
 	if err := e.ensureNamespace(ctx, ns); err != nil {
 		return err
 	}
-	owner, err := e.kc.AppsV1().ReplicaSets(ns).Create(ctx, replicaSet(ns, "floor-owner", "floor-0"), metav1.CreateOptions{})
+	f, err := e.measureFloor(ctx, ns, "floor", e.cfg.FloorN)
 	if err != nil {
-		return fmt.Errorf("creating the floor owner: %w", err)
+		return err
 	}
-	n := e.cfg.FloorN
+	rep.Floor = f
+	e.cfg.Logf("   floor: PATCH p50/p95/p99 %s, visible %s", f.RTT, f.Visible)
+	return nil
+}
+
+// measureFloor creates n ConfigMaps prefix-0.. and an owner ReplicaSet in ns, then
+// PATCHes each with an ownerReference, one at a time over a warm client.
+func (e *env) measureFloor(ctx context.Context, ns, prefix string, n int) (*FloorResult, error) {
+	owner, err := e.kc.AppsV1().ReplicaSets(ns).Create(ctx, replicaSet(ns, prefix+"-owner", prefix+"-0"), metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("creating the floor owner: %w", err)
+	}
 	uids := make([]types.UID, n)
 	if err := parallel(ctx, 0, n, 16, func(ctx context.Context, i int) error {
-		cm, err := e.kc.CoreV1().ConfigMaps(ns).Create(ctx, revision(ns, fmt.Sprintf("floor-%d", i), 0, nil), metav1.CreateOptions{})
+		cm, err := e.kc.CoreV1().ConfigMaps(ns).Create(ctx, revision(ns, fmt.Sprintf("%s-%d", prefix, i), 0, nil), metav1.CreateOptions{})
 		if err != nil {
 			return fmt.Errorf("creating ConfigMap: %w", err)
 		}
 		uids[i] = cm.UID
 		return nil
 	}); err != nil {
-		return err
+		return nil, err
 	}
 	t, err := e.track(ctx, ns)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer t.stop()
 	for i := 0; i < 20; i++ { // warm the connection
-		if _, err := e.kc.CoreV1().ConfigMaps(ns).Get(ctx, "floor-0", metav1.GetOptions{}); err != nil {
-			return fmt.Errorf("warming up: %w", err)
+		if _, err := e.kc.CoreV1().ConfigMaps(ns).Get(ctx, prefix+"-0", metav1.GetOptions{}); err != nil {
+			return nil, fmt.Errorf("warming up: %w", err)
 		}
 	}
 	no := false
 	ref := metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: owner.Name, UID: owner.UID, Controller: &no}
 	m0, err := e.metrics.snapshot(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var rtt []float64
 	names := make([]string, n)
 	for i := 0; i < n && ctx.Err() == nil; i++ {
-		names[i] = fmt.Sprintf("floor-%d", i)
+		names[i] = fmt.Sprintf("%s-%d", prefix, i)
 		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"uid": uids[i], "ownerReferences": []metav1.OwnerReference{ref}}})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		s := t.expect(names[i])
 		start := time.Now()
 		if _, err := e.kc.CoreV1().ConfigMaps(ns).Patch(ctx, names[i], types.StrategicMergePatchType, patch,
 			metav1.PatchOptions{FieldManager: core.FieldManager}); err != nil {
-			return fmt.Errorf("floor PATCH: %w", err)
+			return nil, fmt.Errorf("floor PATCH: %w", err)
 		}
 		rtt = append(rtt, ms(time.Since(start)))
 		t.created(s)
@@ -101,12 +112,10 @@ func (e *env) floor(ctx context.Context, rep *Report) error {
 	t.wait(ctx, names, e.cfg.Settle)
 	m1, err := e.metrics.snapshot(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	r := t.result(names)
-	rep.Floor = &FloorResult{RTT: percentiles(rtt), Visible: r.Latency, Cost: costOf(m1.since(m0), n)}
-	e.cfg.Logf("   floor: PATCH p50/p95/p99 %s, visible %s", rep.Floor.RTT, rep.Floor.Visible)
-	return nil
+	return &FloorResult{RTT: percentiles(rtt), Visible: r.Latency, Cost: costOf(m1.since(m0), n)}, nil
 }
 
 // PathResult is one ingress path.

@@ -197,8 +197,14 @@ func (r *Report) scaleRows(add func(fig, meas, base, target, met string), floorS
 		add(fmt.Sprintf("start-up: serve ready with %d RS + %d revisions (start-up replay done)", m.ReplicaSets, m.Revisions),
 			fmt.Sprintf("%.1fs (%.1fs)", m.ReadySeconds, m.DoneSeconds), "-", "< 10s", yesNo(m.ReadySeconds < 10))
 		if m.Curve.N > 0 {
+			base, target, met := floorStr, "does not grow with the cluster", ""
+			if f := m.Floor; f != nil && f.RTT.N > 0 {
+				base = "PATCH at this size " + f.RTT.String()
+				target = fmt.Sprintf("p50 <= %s, p99 <= %s (3x floor at this size)", fmtMs(3*f.RTT.P50), fmtMs(3*f.RTT.P99))
+				met = yesNo(m.Curve.Latency.P50 <= 3*f.RTT.P50 && m.Curve.Latency.P99 <= 3*f.RTT.P99 && m.Curve.Lost == 0)
+			}
 			add(fmt.Sprintf("curve: watcher with %d RS + %d revisions cached, %d RS p50/p95/p99 (lost)", m.ReplicaSets, m.Revisions, m.Curve.N),
-				fmt.Sprintf("%s (lost %d)", m.Curve.Latency, m.Curve.Lost), floorStr, "does not grow with the cluster", "")
+				fmt.Sprintf("%s (lost %d)", m.Curve.Latency, m.Curve.Lost), base, target, met)
 		}
 	}
 	if s := r.Sweep; s != nil {

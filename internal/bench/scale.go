@@ -39,8 +39,10 @@ type RSMemPoint struct {
 	// with revisions) is (RSS - RSS with the same ReplicaSets and none) / Revisions.
 	BytesPerRS       float64 `json:"bytesPerReplicaSet"`
 	BytesPerRevision float64 `json:"bytesPerRevision,omitempty"`
-	// Curve: CurveN ReplicaSets through the watcher at this size.
-	Curve runResult `json:"curve"`
+	// Curve: CurveN ReplicaSets through the watcher at this size; Floor: CurveN bare
+	// PATCHes right before it, against the apiserver holding this many objects.
+	Curve runResult    `json:"curve"`
+	Floor *FloorResult `json:"floor,omitempty"`
 }
 
 // sharedConfig is the (not opted-in) ConfigMap every realisticReplicaSet mounts: it
@@ -144,6 +146,12 @@ func (e *env) measureRS(ctx context.Context, ns string, rs, revs int, curve bool
 		rs, revs, mib(p.RSS), mib(p.ReadyRSS), mib(p.Peak), p.ReadySeconds, p.DoneSeconds)
 	if !curve || e.cfg.CurveN <= 0 {
 		return p, nil
+	}
+	if err := e.ensureNamespace(ctx, "bench-floor"); err != nil {
+		return nil, err
+	}
+	if p.Floor, err = e.measureFloor(ctx, "bench-floor", fmt.Sprintf("floor%d-%d", rs, revs), e.cfg.CurveN); err != nil {
+		return nil, err
 	}
 	prefix := fmt.Sprintf("rscurve%d", rs)
 	if err := e.createRevisions(ctx, ns, prefix, 0, e.cfg.CurveN, 0); err != nil {
