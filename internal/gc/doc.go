@@ -38,7 +38,7 @@
 //		Options:  gc.Options{MinAge: minAge, Keep: keep}, Interval: interval,
 //		LeaderElection: &gc.LeaderElection{Namespace: podNamespace}})
 //	go sw.Run(ctx)                    // periodic, leader only
-//	sw.Trigger(ns)                    // after an attach in ns (coalesced, non-blocking)
+//	sw.Trigger(ns)                    // after an attach in ns (TriggerDelay later, coalesced)
 //	rep, err := sw.SweepNamespace(ctx, ns)       // trigger spec operation: gc
 //	rep, err := sw.SweepNamespaceDryRun(ctx, ns) // ... with dryRun: true
 //

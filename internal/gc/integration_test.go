@@ -360,7 +360,7 @@ func TestRunAndTrigger(t *testing.T) {
 	e := setup(t)
 	e.configMap(t, "first-1a2b3", "first", nil)
 	sw, err := gc.NewSweeper(gc.Config{Client: e.clients.Kube, Source: e.source(), Options: gc.Options{MinAge: 0, Keep: 0},
-		Namespaces: []string{e.ns}, Interval: time.Hour})
+		Namespaces: []string{e.ns}, Interval: time.Hour, TriggerDelay: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

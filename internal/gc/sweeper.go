@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/util/workqueue"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 )
@@ -80,7 +81,15 @@ type Config struct {
 	LeaderElection *LeaderElection
 	// Clock returns the time for planning; nil means time.Now.
 	Clock func() time.Time
+	// TriggerDelay is how long after Trigger its sweep runs; the triggers of a namespace
+	// meanwhile coalesce into one sweep. Zero means DefaultTriggerDelay.
+	TriggerDelay time.Duration
 }
+
+// DefaultTriggerDelay is Config.TriggerDelay's default: a burst of attaches in a
+// namespace costs one sweep of it. Revisions younger than MinAge (an hour by default)
+// are never collected, so the delay holds back no deletion that matters.
+const DefaultTriggerDelay = 30 * time.Second
 
 // Sweeper runs orphan sweeps in one cluster. It is safe for concurrent use: sweeps of
 // one namespace are serialised, and concurrent deletes by several replicas are safe
@@ -123,6 +132,12 @@ func NewSweeper(cfg Config) (*Sweeper, error) {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
+	}
+	if cfg.TriggerDelay < 0 {
+		return nil, core.Invalidf("trigger-delay", "must not be negative, got %s", cfg.TriggerDelay)
+	}
+	if cfg.TriggerDelay == 0 {
+		cfg.TriggerDelay = DefaultTriggerDelay
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -263,8 +278,8 @@ func (s *Sweeper) SweepAll(ctx context.Context) ([]*Report, error) {
 }
 
 // Trigger asks for a sweep of namespace ns soon ("after an attach in that namespace",
-// trigger spec operation: gc). It never blocks; requests for one namespace coalesce
-// until Run's worker takes them. Triggered sweeps run on every replica (deletes are
+// trigger spec operation: gc). It never blocks; the sweep runs Config.TriggerDelay
+// later, and the requests for that namespace meanwhile coalesce into it. Triggered sweeps run on every replica (deletes are
 // protected by preconditions), not only on the leader.
 func (s *Sweeper) Trigger(ns string) {
 	s.mu.Lock()
@@ -368,26 +383,36 @@ func (s *Sweeper) periodic(ctx context.Context) {
 	}
 }
 
+// triggered runs the sweeps Trigger asks for, one at a time: a namespace is swept
+// TriggerDelay after its first trigger, and the triggers meanwhile (a burst of attaches)
+// coalesce into that one sweep.
 func (s *Sweeper) triggered(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.wake:
-		}
-		s.mu.Lock()
-		nss := make([]string, 0, len(s.pending))
-		for ns := range s.pending {
-			nss = append(nss, ns)
-		}
-		s.pending = map[string]bool{}
-		s.mu.Unlock()
-		for _, ns := range nss {
-			if ctx.Err() != nil {
+	q := workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{Name: "gc-triggered"})
+	go func() {
+		defer q.ShutDown()
+		for {
+			select {
+			case <-ctx.Done():
 				return
+			case <-s.wake:
 			}
+			s.mu.Lock()
+			for ns := range s.pending {
+				q.AddAfter(ns, s.cfg.TriggerDelay)
+			}
+			s.pending = map[string]bool{}
+			s.mu.Unlock()
+		}
+	}()
+	for {
+		ns, shutdown := q.Get()
+		if shutdown {
+			return
+		}
+		if ctx.Err() == nil {
 			_, _ = s.SweepNamespace(ctx, ns) // logged there
 		}
+		q.Done(ns)
 	}
 }
 

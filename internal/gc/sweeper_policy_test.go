@@ -2,12 +2,16 @@ package gc_test
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/configmap-attacher/configmap-attacher/internal/controlplane"
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/gc"
 )
@@ -29,14 +33,75 @@ func TestSweepNamespaceHonoursNamespacePolicy(t *testing.T) {
 		_, err = sw.SweepNamespaceDryRun(context.Background(), ns)
 		require.ErrorIs(t, err, core.ErrRefused, ns)
 	}
-	assert.Zero(t, src.snapshots, "nothing is read")
+	assert.Zero(t, src.snapshots(""), "nothing is read")
 }
 
-type countingSource struct{ snapshots int }
+// countingSource serves empty namespaces and counts the snapshots read of each.
+type countingSource struct {
+	mu   sync.Mutex
+	byNS map[string]int
+}
 
 func (c *countingSource) Snapshot(_ context.Context, ns string) (*gc.Snapshot, error) {
-	c.snapshots++
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byNS == nil {
+		c.byNS = map[string]int{}
+	}
+	c.byNS[ns]++
 	return &gc.Snapshot{Namespace: ns}, nil
 }
 
 func (c *countingSource) Namespaces(context.Context) ([]string, error) { return nil, nil }
+
+// snapshots returns the snapshots read of ns, or of every namespace when ns is "".
+func (c *countingSource) snapshots(ns string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for k, v := range c.byNS {
+		if ns == "" || k == ns {
+			n += v
+		}
+	}
+	return n
+}
+
+// A burst of attaches in a namespace (a Trigger each) costs one sweep of it, after the
+// trigger delay, however many triggers came meanwhile; a trigger after that sweep gets
+// a sweep of its own.
+func TestTriggersOfOneNamespaceCoalesceIntoOneSweep(t *testing.T) {
+	src := &countingSource{}
+	sw, err := gc.NewSweeper(gc.Config{Client: fake.NewClientset(), Source: src, Interval: time.Hour, TriggerDelay: 2 * time.Second})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- sw.Run(ctx) }()
+	defer func() { cancel(); require.NoError(t, <-done) }()
+	for range 50 {
+		sw.Trigger("shop")
+		sw.Trigger("blog")
+		time.Sleep(4 * time.Millisecond)
+	}
+	controlplane.Eventually(t, 10*time.Second, "the triggered sweeps", func() error {
+		if n := src.snapshots(""); n < 2 {
+			return fmt.Errorf("%d sweeps", n)
+		}
+		return nil
+	})
+	assert.Equal(t, 1, src.snapshots("shop"), "50 triggers of shop, one sweep")
+	assert.Equal(t, 1, src.snapshots("blog"), "50 triggers of blog, one sweep")
+	sw.Trigger("shop")
+	controlplane.Eventually(t, 10*time.Second, "the next trigger's sweep", func() error {
+		if n := src.snapshots("shop"); n != 2 {
+			return fmt.Errorf("%d sweeps of shop", n)
+		}
+		return nil
+	})
+}
+
+// A negative trigger delay is refused.
+func TestNegativeTriggerDelayIsInvalid(t *testing.T) {
+	_, err := gc.NewSweeper(gc.Config{Client: fake.NewClientset(), Source: &countingSource{}, TriggerDelay: -time.Second})
+	require.ErrorIs(t, err, core.ErrInvalid)
+}
