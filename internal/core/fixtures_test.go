@@ -429,8 +429,35 @@ func (e *env) deleteUser(kind, name string) {
 // waitConfigMapGone waits until the garbage collector has deleted the ConfigMap.
 func (e *env) waitConfigMapGone(name string) {
 	e.t.Helper()
-	controlplane.Eventually(e.t, 60*time.Second, "the garbage collector to delete "+name, func() error {
-		_, err := e.kc.CoreV1().ConfigMaps(e.ns).Get(context.Background(), name, metav1.GetOptions{})
+	e.waitGone("ConfigMap "+name, func(ctx context.Context) error {
+		_, err := e.kc.CoreV1().ConfigMaps(e.ns).Get(ctx, name, metav1.GetOptions{})
+		return err
+	})
+}
+
+// waitSecretGone waits until the garbage collector has deleted the Secret.
+func (e *env) waitSecretGone(name string) {
+	e.t.Helper()
+	e.waitGone("Secret "+name, func(ctx context.Context) error {
+		_, err := e.kc.CoreV1().Secrets(e.ns).Get(ctx, name, metav1.GetOptions{})
+		return err
+	})
+}
+
+// waitReplicaSetGone waits until the ReplicaSet is deleted (finalizers done).
+func (e *env) waitReplicaSetGone(name string) {
+	e.t.Helper()
+	e.waitGone("ReplicaSet "+name, func(ctx context.Context) error {
+		_, err := e.kc.AppsV1().ReplicaSets(e.ns).Get(ctx, name, metav1.GetOptions{})
+		return err
+	})
+}
+
+// waitGone waits until get answers NotFound.
+func (e *env) waitGone(what string, get func(context.Context) error) {
+	e.t.Helper()
+	controlplane.Eventually(e.t, 60*time.Second, what+" to be deleted", func() error {
+		err := get(context.Background())
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
