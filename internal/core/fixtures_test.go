@@ -295,6 +295,12 @@ func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Disca
 // API, as a pod would. It waits until the Role is in effect.
 func (e *env) restrictedAttacher(sa string, rules []rbacv1.PolicyRule) *core.Attacher {
 	e.t.Helper()
+	return e.restrictedAttacherWith(sa, rules, core.Config{})
+}
+
+// restrictedAttacherWith is restrictedAttacher with cfg's BlockOwnerDeletion.
+func (e *env) restrictedAttacherWith(sa string, rules []rbacv1.PolicyRule, cfg core.Config) *core.Attacher {
+	e.t.Helper()
 	ctx := context.Background()
 	cp := requireCP(e.t)
 	_, err := e.kc.CoreV1().ServiceAccounts(e.ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{})
@@ -325,7 +331,8 @@ func (e *env) restrictedAttacher(sa string, rules []rbacv1.PolicyRule) *core.Att
 		return nil
 	})
 	a, err := core.NewAttacher(core.Config{Cluster: "local", Client: clients.Kube,
-		Reader: core.LiveReader{Client: clients.Kube, Dynamic: clients.Dynamic, Metadata: clients.Metadata}, Logger: discardLogger()})
+		Reader:             core.LiveReader{Client: clients.Kube, Dynamic: clients.Dynamic, Metadata: clients.Metadata},
+		BlockOwnerDeletion: cfg.BlockOwnerDeletion, Logger: discardLogger()})
 	require.NoError(e.t, err)
 	return a
 }

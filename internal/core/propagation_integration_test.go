@@ -2,13 +2,17 @@ package core_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -110,4 +114,46 @@ func (e *env) attacherWith(cfg core.Config) *core.Attacher {
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	require.NoError(e.t, err)
 	return a
+}
+
+// Where the OwnerReferencesPermissionEnforcement admission plugin is on (OpenShift, many
+// hardened clusters), an ownerReference with blockOwnerDeletion needs the right to
+// update the owner's finalizers: configured blockOwnerDeletion without the chart's
+// `replicasets/finalizers` rule is a permanent Forbidden naming the revision, with
+// nothing written; with the rule, or with blockOwnerDeletion off (the default, which
+// needs no such right), the revision is attached.
+func TestBlockOwnerDeletionNeedsTheFinalizersRightWhereItIsEnforced(t *testing.T) {
+	base := []rbacv1.PolicyRule{
+		{APIGroups: []string{"", "apps", "batch", core.RolloutGroup}, Resources: []string{"*"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"patch"}},
+	}
+	finalizers := rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"replicasets/finalizers"}, Verbs: []string{"update"}}
+	for i, tc := range []struct {
+		name      string
+		block     bool
+		rules     []rbacv1.PolicyRule
+		forbidden bool
+	}{
+		{"blockOwnerDeletion without the finalizers rule: permanent Forbidden", true, base, true},
+		{"blockOwnerDeletion with the finalizers rule: attached", true, append(slices.Clone(base), finalizers), false},
+		{"the default needs no finalizers rule", false, base, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			a := e.restrictedAttacherWith(fmt.Sprintf("block-%d", i), tc.rules, core.Config{BlockOwnerDeletion: tc.block})
+			e.revision("cfg-1")
+			rs := e.replicaSet("web-1", nil, podTemplate("web", "cfg-1"))
+			_, err := a.Attach(context.Background(), e.event(rs, core.DefaultOptions()))
+			if tc.forbidden {
+				requirePermanent(t, err, "ConfigMap "+e.ns+"/cfg-1", apierrors.IsForbidden)
+				assert.Contains(t, err.Error(), "blockOwnerDeletion")
+				assert.Empty(t, e.owners(core.KindConfigMap, "cfg-1"))
+				return
+			}
+			require.NoError(t, err)
+			refs := e.owners(core.KindConfigMap, "cfg-1")
+			require.Equal(t, []types.UID{rs.UID}, ownerUIDs(refs))
+			assert.Equal(t, tc.block, refs[0].BlockOwnerDeletion != nil && *refs[0].BlockOwnerDeletion)
+		})
+	}
 }
