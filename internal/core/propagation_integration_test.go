@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -117,26 +116,27 @@ func (e *env) attacherWith(cfg core.Config) *core.Attacher {
 }
 
 // Where the OwnerReferencesPermissionEnforcement admission plugin is on (OpenShift, many
-// hardened clusters), an ownerReference with blockOwnerDeletion needs the right to
-// update the owner's finalizers: configured blockOwnerDeletion without the chart's
-// `replicasets/finalizers` rule is a permanent Forbidden naming the revision, with
-// nothing written; with the rule, or with blockOwnerDeletion off (the default, which
-// needs no such right), the revision is attached.
-func TestBlockOwnerDeletionNeedsTheFinalizersRightWhereItIsEnforced(t *testing.T) {
-	base := []rbacv1.PolicyRule{
-		{APIGroups: []string{"", "apps", "batch", core.RolloutGroup}, Resources: []string{"*"}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"patch"}},
-	}
+// hardened clusters), changing an object's ownerReferences needs the right to delete it,
+// and an ownerReference with blockOwnerDeletion the right to update the owner's
+// finalizers: without either rule of the chart (`delete` on ConfigMaps, which the sweep
+// needs too; `replicasets/finalizers` with --block-owner-deletion) the write is a
+// permanent Forbidden naming the revision, with nothing written; with them the revision
+// is attached.
+func TestOwnerReferencePermissionsWhereTheyAreEnforced(t *testing.T) {
+	read := rbacv1.PolicyRule{APIGroups: []string{"", "apps", "batch", core.RolloutGroup}, Resources: []string{"*"}, Verbs: []string{"get", "list", "watch"}}
+	patch := rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"patch"}}
+	del := rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"delete"}}
 	finalizers := rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"replicasets/finalizers"}, Verbs: []string{"update"}}
 	for i, tc := range []struct {
 		name      string
 		block     bool
 		rules     []rbacv1.PolicyRule
-		forbidden bool
+		forbidden string
 	}{
-		{"blockOwnerDeletion without the finalizers rule: permanent Forbidden", true, base, true},
-		{"blockOwnerDeletion with the finalizers rule: attached", true, append(slices.Clone(base), finalizers), false},
-		{"the default needs no finalizers rule", false, base, false},
+		{"no delete right on ConfigMaps: permanent Forbidden", false, []rbacv1.PolicyRule{read, patch}, "can't delete"},
+		{"the default with the chart's rules: attached", false, []rbacv1.PolicyRule{read, patch, del}, ""},
+		{"blockOwnerDeletion without the finalizers rule: permanent Forbidden", true, []rbacv1.PolicyRule{read, patch, del}, "blockOwnerDeletion"},
+		{"blockOwnerDeletion with the finalizers rule: attached", true, []rbacv1.PolicyRule{read, patch, del, finalizers}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
@@ -144,9 +144,9 @@ func TestBlockOwnerDeletionNeedsTheFinalizersRightWhereItIsEnforced(t *testing.T
 			e.revision("cfg-1")
 			rs := e.replicaSet("web-1", nil, podTemplate("web", "cfg-1"))
 			_, err := a.Attach(context.Background(), e.event(rs, core.DefaultOptions()))
-			if tc.forbidden {
+			if tc.forbidden != "" {
 				requirePermanent(t, err, "ConfigMap "+e.ns+"/cfg-1", apierrors.IsForbidden)
-				assert.Contains(t, err.Error(), "blockOwnerDeletion")
+				assert.Contains(t, err.Error(), tc.forbidden)
 				assert.Empty(t, e.owners(core.KindConfigMap, "cfg-1"))
 				return
 			}
