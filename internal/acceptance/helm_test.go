@@ -57,6 +57,54 @@ func TestHelmUpgradeKeepsTheOldRevisionOnlyWithTheKeepPolicy(t *testing.T) {
 	}
 }
 
+// Scenario 12. `helm upgrade --force` replaces the release's objects (a PUT of the
+// rendered manifest): the attached revision loses its ownerReferences; the service's
+// revision side gives them back (an Attached Event says so).
+func TestHelmUpgradeForceDropsOwnersAndTheServiceRestoresThem(t *testing.T) {
+	w := newWorld(t)
+	w.ServeWatcher()
+	chart := writeChart(t)
+	w.helm("upgrade", "--install", "web", chart, "--set", "config=v1,keep=true")
+	a := app{name: "web", replicas: 2, configMap: configName(w, "v1"), version: "1"}
+	rs := w.waitDeploymentComplete(a)
+	w.waitOwned("ConfigMap", a.configMap, rs)
+	before := w.mustExist(a.configMap)
+	var events int
+	w.Eventually("the first attach's Event", func() error {
+		if events = w.attachedEvents(a.configMap); events == 0 {
+			return fmt.Errorf("no Attached Event on %s yet", a.configMap)
+		}
+		return nil
+	})
+
+	w.helm("upgrade", "web", chart, "--force", "--set", "config=v1,keep=true")
+	w.Eventually("an Attached Event for the owners given back", func() error {
+		if n := w.attachedEvents(a.configMap); n <= events {
+			return fmt.Errorf("%d Attached Events, %d before the forced upgrade", n, events)
+		}
+		return nil
+	})
+	w.waitOwned("ConfigMap", a.configMap, rs)
+	if after := w.mustExist(a.configMap); after.UID != before.UID {
+		t.Logf("the forced upgrade made %s anew (UID %s, now %s)", a.configMap, before.UID, after.UID)
+	}
+}
+
+// attachedEvents counts the Attached Events (sum of their counts) on ConfigMap name.
+func (w *world) attachedEvents(name string) int {
+	w.T.Helper()
+	list, err := w.Kube.CoreV1().Events(w.NS).List(w.Ctx, metav1.ListOptions{
+		FieldSelector: "involvedObject.kind=ConfigMap,involvedObject.name=" + name + ",reason=Attached"})
+	if err != nil {
+		w.T.Fatal(err)
+	}
+	n := 0
+	for _, e := range list.Items {
+		n += max(int(e.Count), 1)
+	}
+	return n
+}
+
 // helm runs bin/helm against the world's namespace, with its own state folders.
 func (w *world) helm(args ...string) {
 	w.T.Helper()
