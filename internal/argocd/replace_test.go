@@ -14,16 +14,32 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/internal/server"
 )
 
-// TestReplaceSyncDropsOwnersAndTheServiceRestoresThem: under ServerSideApply and
-// server-side diff, a commit that puts Replace=true on the revisions makes Argo CD sync
-// the attached revision with a PUT, which drops its ownerReferences; the service's
-// revision side restores them and says so (an Attached Event, the attached counter).
+// TestReplaceSyncDropsOwnersAndTheServiceRestoresThem: under client-side apply and diff,
+// and under ServerSideApply with server-side diff, a commit that puts Replace=true on
+// the revisions makes Argo CD sync the attached revision with a PUT, which drops its
+// ownerReferences; the service's revision side restores them and says so (an Attached
+// Event, the attached counter), and the restored owners are no diff that would make
+// selfHeal replace the revision again.
 func TestReplaceSyncDropsOwnersAndTheServiceRestoresThem(t *testing.T) {
-	t.Parallel()
-	w := newWorld(t, "replace")
+	for _, tc := range []struct {
+		name string
+		app  argocd.App
+	}{
+		{name: "client-side-apply", app: argocd.App{}},
+		{name: "server-side-apply-and-diff", app: argocd.App{SyncOptions: []string{"ServerSideApply=true"}, ServerSideDiff: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			replaceSync(t, newWorld(t, "replace-"+tc.name[:6]), tc.app)
+		})
+	}
+}
+
+func replaceSync(t *testing.T, w *world, app argocd.App) {
 	srv := w.ServeWatcher()
 	sha := w.commit("config version 1", webFiles("web", 1))
-	w.createApp(argocd.App{Path: "web", SyncOptions: []string{"ServerSideApply=true"}, ServerSideDiff: true})
+	app.Path = "web"
+	w.createApp(app)
 	w.waitHealthy(sha)
 	cm, rs := w.current("web")
 	w.waitOwned(cm, rs)
@@ -52,6 +68,18 @@ func TestReplaceSyncDropsOwnersAndTheServiceRestoresThem(t *testing.T) {
 		t.Fatalf("configmap_attacher_objects_total{outcome=attached} is %v, %v before the replace", after, before)
 	}
 	w.waitHealthy(sha)
+	// Another refresh and reconciliation: the restored owners are no diff, nothing is
+	// replaced again.
+	drops := w.rec.droppedOwners(cm)
+	if err := acd.Refresh(w.Ctx, w.app); err != nil {
+		t.Fatal(err)
+	}
+	w.waitRefreshed()
+	w.waitHealthy(sha)
+	if n := w.rec.droppedOwners(cm); n != drops {
+		t.Fatalf("revision %s lost its owners %d times, %d before the refresh", cm, n, drops)
+	}
+	w.waitOwned(cm, rs)
 }
 
 // attachedEvents counts the Attached Events (sum of their counts) on ConfigMap name.
@@ -91,4 +119,20 @@ func attachedCount(t *testing.T, srv *server.Server) float64 {
 		}
 	}
 	return sum
+}
+
+// waitRefreshed waits until the controller has taken the refresh asked for (it removes
+// the refresh annotation once it has compared the app again).
+func (w *world) waitRefreshed() {
+	w.T.Helper()
+	w.Eventually("the refresh of "+w.app+" done", func() error {
+		app, err := acd.Get(w.Ctx, w.app)
+		if err != nil {
+			return err
+		}
+		if v, ok := app.GetAnnotations()["argocd.argoproj.io/refresh"]; ok {
+			return fmt.Errorf("refresh %q pending", v)
+		}
+		return nil
+	})
 }

@@ -62,6 +62,10 @@ type Options struct {
 	// ReplicaSets and Ready Pods. Needs the CRDs (not SkipCRDs). Default off: tests that
 	// need no Pods start without them.
 	Workloads bool
+	// APIServerArgs are extra kube-apiserver flags, such as
+	// --enable-admission-plugins=OwnerReferencesPermissionEnforcement (a plugin many
+	// distributions turn on).
+	APIServerArgs []string
 	// Logf receives progress lines; nil means silent.
 	Logf func(format string, args ...any)
 	// StartTimeout bounds the whole start; default 2 minutes (3 with Workloads).
@@ -388,6 +392,7 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context) error {
 	if cp.opts.Workloads {
 		cp.apiserverArgs = append(cp.apiserverArgs, workloadAPIServerArgs...)
 	}
+	cp.apiserverArgs = append(cp.apiserverArgs, cp.opts.APIServerArgs...)
 	if err := cp.run("kube-apiserver", cp.apiserverArgs); err != nil {
 		return err
 	}

@@ -229,7 +229,7 @@ func (a *Attacher) plan(ctx context.Context, ev Event, rs *appsv1.ReplicaSet, re
 		if or.Outcome == "" {
 			_, users, err := a.usersOf(ctx, ref.Kind, rs.Namespace, ref.Name, rs.UID)
 			p := pendingWrite{ref: ref, meta: meta, idx: len(res.Objects), users: users,
-				want: append([]metav1.OwnerReference{a.ownerReference(rs)}, ownerRefs(users)...)}
+				want: append([]metav1.OwnerReference{a.ownerReference(rs)}, a.ownerRefs(users)...)}
 			switch {
 			case err != nil:
 				or = or.failed("finding its other users", err)

@@ -25,11 +25,14 @@ import (
 var sharedCP *controlplane.ControlPlane
 
 // TestMain starts the control plane with the workload controllers whose objects can use
-// a revision besides ReplicaSets (their ControllerRevisions, Jobs and Pods are real).
+// a revision besides ReplicaSets (their ControllerRevisions, Jobs and Pods are real), and
+// the OwnerReferencesPermissionEnforcement admission plugin that many distributions
+// enable (blockOwnerDeletion needs a right on the owner's finalizers).
 func TestMain(m *testing.M) {
 	controllers := append(slices.Clone(controlplane.DefaultControllers),
 		"statefulset-controller", "daemonset-controller", "job-controller", "cronjob-controller")
-	os.Exit(controlplane.TestMainWith(m, &sharedCP, controlplane.Options{Controllers: controllers}))
+	os.Exit(controlplane.TestMainWith(m, &sharedCP, controlplane.Options{Controllers: controllers,
+		APIServerArgs: []string{"--enable-admission-plugins=OwnerReferencesPermissionEnforcement"}}))
 }
 
 func requireCP(t *testing.T) *controlplane.ControlPlane { return controlplane.Require(t, sharedCP) }

@@ -295,6 +295,12 @@ func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Disca
 // API, as a pod would. It waits until the Role is in effect.
 func (e *env) restrictedAttacher(sa string, rules []rbacv1.PolicyRule) *core.Attacher {
 	e.t.Helper()
+	return e.restrictedAttacherWith(sa, rules, core.Config{})
+}
+
+// restrictedAttacherWith is restrictedAttacher with cfg's BlockOwnerDeletion.
+func (e *env) restrictedAttacherWith(sa string, rules []rbacv1.PolicyRule, cfg core.Config) *core.Attacher {
+	e.t.Helper()
 	ctx := context.Background()
 	cp := requireCP(e.t)
 	_, err := e.kc.CoreV1().ServiceAccounts(e.ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{})
@@ -325,7 +331,8 @@ func (e *env) restrictedAttacher(sa string, rules []rbacv1.PolicyRule) *core.Att
 		return nil
 	})
 	a, err := core.NewAttacher(core.Config{Cluster: "local", Client: clients.Kube,
-		Reader: core.LiveReader{Client: clients.Kube, Dynamic: clients.Dynamic, Metadata: clients.Metadata}, Logger: discardLogger()})
+		Reader:             core.LiveReader{Client: clients.Kube, Dynamic: clients.Dynamic, Metadata: clients.Metadata},
+		BlockOwnerDeletion: cfg.BlockOwnerDeletion, Logger: discardLogger()})
 	require.NoError(e.t, err)
 	return a
 }
@@ -429,8 +436,35 @@ func (e *env) deleteUser(kind, name string) {
 // waitConfigMapGone waits until the garbage collector has deleted the ConfigMap.
 func (e *env) waitConfigMapGone(name string) {
 	e.t.Helper()
-	controlplane.Eventually(e.t, 60*time.Second, "the garbage collector to delete "+name, func() error {
-		_, err := e.kc.CoreV1().ConfigMaps(e.ns).Get(context.Background(), name, metav1.GetOptions{})
+	e.waitGone("ConfigMap "+name, func(ctx context.Context) error {
+		_, err := e.kc.CoreV1().ConfigMaps(e.ns).Get(ctx, name, metav1.GetOptions{})
+		return err
+	})
+}
+
+// waitSecretGone waits until the garbage collector has deleted the Secret.
+func (e *env) waitSecretGone(name string) {
+	e.t.Helper()
+	e.waitGone("Secret "+name, func(ctx context.Context) error {
+		_, err := e.kc.CoreV1().Secrets(e.ns).Get(ctx, name, metav1.GetOptions{})
+		return err
+	})
+}
+
+// waitReplicaSetGone waits until the ReplicaSet is deleted (finalizers done).
+func (e *env) waitReplicaSetGone(name string) {
+	e.t.Helper()
+	e.waitGone("ReplicaSet "+name, func(ctx context.Context) error {
+		_, err := e.kc.AppsV1().ReplicaSets(e.ns).Get(ctx, name, metav1.GetOptions{})
+		return err
+	})
+}
+
+// waitGone waits until get answers NotFound.
+func (e *env) waitGone(what string, get func(context.Context) error) {
+	e.t.Helper()
+	controlplane.Eventually(e.t, 60*time.Second, what+" to be deleted", func() error {
+		err := get(context.Background())
 		if apierrors.IsNotFound(err) {
 			return nil
 		}

@@ -40,10 +40,17 @@ func missingOwners(have, want []metav1.OwnerReference) []metav1.OwnerReference {
 	return out
 }
 
-func ownerRefs(users []User) []metav1.OwnerReference {
+// ownerRefs returns users as non-controller owners; a ReplicaSet gets blockOwnerDeletion
+// when configured, as the event's own ReplicaSet does (docs/safety.md, "How the owners are
+// added"), whichever entry point adds it.
+func (a *Attacher) ownerRefs(users []User) []metav1.OwnerReference {
 	out := make([]metav1.OwnerReference, 0, len(users))
 	for _, u := range users {
-		out = append(out, u.OwnerReference())
+		ref := u.OwnerReference()
+		if a.cfg.BlockOwnerDeletion && u.APIVersion == "apps/v1" && u.Kind == "ReplicaSet" {
+			ref.BlockOwnerDeletion = ptrTo(true)
+		}
+		out = append(out, ref)
 	}
 	return out
 }

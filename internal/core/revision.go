@@ -130,7 +130,7 @@ func (a *Attacher) attachRevision(ctx context.Context, ev RevisionEvent, meta *m
 		or.Outcome, or.Reason = OutcomeSkipped, "no live workload or Pod uses it (the orphan sweep decides about it)"
 		return or
 	}
-	want := ownerRefs(owners)
+	want := a.ownerRefs(owners)
 	missing := missingOwners(meta.OwnerReferences, want)
 	switch {
 	case len(missing) == 0:
@@ -148,7 +148,7 @@ func (a *Attacher) attachRevision(ctx context.Context, ev RevisionEvent, meta *m
 		or.Outcome, or.Reason = OutcomeSkipped, "its users are gone or being deleted"
 		return or
 	}
-	or, added, uid := a.addOwners(ctx, ev.Namespace, or, meta, ownerRefs(live), recheck)
+	or, added, uid := a.addOwners(ctx, ev.Namespace, or, meta, a.ownerRefs(live), recheck)
 	if len(added) > 0 {
 		a.log.Info("attached", "kind", ev.Kind, "namespace", ev.Namespace, "name", ev.Name, "owners", or.Owners)
 		a.record(ev.Kind, ev.Namespace, ev.Name, uid, added)
