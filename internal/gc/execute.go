@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -109,6 +110,12 @@ const DefaultParallel = 16
 // neither is an error. The error wraps core.ErrUnavailable when some write failed
 // transiently, and is nil when every item ended without OutcomeError.
 func (e *Executor) Execute(ctx context.Context, p *Plan, dryRun bool) (*Report, error) {
+	return e.execute(ctx, p, dryRun, nil)
+}
+
+// execute is Execute; with f, no delete is sent on a plan older than f.maxAge (see
+// freshness).
+func (e *Executor) execute(ctx context.Context, p *Plan, dryRun bool, f *freshness) (*Report, error) {
 	log := e.Logger
 	if log == nil {
 		log = slog.Default()
@@ -143,7 +150,7 @@ func (e *Executor) Execute(ctx context.Context, p *Plan, dryRun bool) (*Report, 
 		}
 		rep.Results[i] = res
 	}
-	e.deleteAll(ctx, log, p, deletes, rep.Results)
+	e.deleteFresh(ctx, log, p, deletes, rep.Results, f)
 	// Failures are listed in plan order whatever order the deletes finished in.
 	var failures []string
 	transient := false
@@ -180,11 +187,7 @@ func (e *Executor) Execute(ctx context.Context, p *Plan, dryRun bool) (*Report, 
 // the items not yet started end as OutcomeError with ctx's error (as a delete sent with
 // a dead context would), and deleteAll returns when the deletes in flight have returned.
 func (e *Executor) deleteAll(ctx context.Context, log *slog.Logger, p *Plan, idx []int, results []ItemResult) {
-	n := e.Parallel
-	if n <= 0 {
-		n = DefaultParallel
-	}
-	n = min(n, len(idx))
+	n := min(e.parallel(), len(idx))
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for w := 0; w < n; w++ {
@@ -207,6 +210,75 @@ func (e *Executor) deleteAll(ctx context.Context, log *slog.Logger, p *Plan, idx
 		}()
 	}
 	wg.Wait()
+}
+
+// freshness bounds the age of the plan a delete rests on (docs/design.md, "The sweep
+// from the caches"): deletes are paced by the client's QPS, so the last delete of a
+// namespace with many orphans would otherwise rest on a listing minutes old, blind to
+// every Pod, Job or workload created since that uses its revision.
+type freshness struct {
+	// at is when the plan's live listing began; maxAge bounds its age at each batch.
+	at     time.Time
+	maxAge time.Duration
+	// replan lists the namespace live again and plans it.
+	replan func(ctx context.Context) (*Plan, error)
+}
+
+// deleteFresh is deleteAll in batches of twice Parallel: before a batch, a plan older
+// than f.maxAge is replaced by a fresh one, and an item that plan does not delete too
+// (same UID and resourceVersion) is kept, as Confirm keeps it. f nil: deleteAll.
+func (e *Executor) deleteFresh(ctx context.Context, log *slog.Logger, p *Plan, idx []int, results []ItemResult, f *freshness) {
+	if f == nil {
+		e.deleteAll(ctx, log, p, idx, results)
+		return
+	}
+	batch := 2 * e.parallel()
+	for len(idx) > 0 {
+		if time.Since(f.at) > f.maxAge {
+			if idx = e.replan(ctx, log, f, idx, results); len(idx) == 0 {
+				return
+			}
+		}
+		n := min(batch, len(idx))
+		e.deleteAll(ctx, log, p, idx[:n], results)
+		idx = idx[n:]
+	}
+}
+
+// replan takes a fresh plan through f and returns the items of idx it still deletes;
+// the others end kept. When the plan cannot be read, none is sent (an error each).
+func (e *Executor) replan(ctx context.Context, log *slog.Logger, f *freshness, idx []int, results []ItemResult) []int {
+	at := time.Now()
+	fresh, err := f.replan(ctx)
+	if err != nil {
+		for _, i := range idx {
+			results[i].Outcome, results[i].Error = OutcomeError, "not sent: re-planning before the delete: "+err.Error()
+			e.count(e.Metrics.skipped(e.Cluster, "error"))
+		}
+		return nil
+	}
+	f.at = at
+	agreed := deleteKeys(fresh)
+	var out []int
+	for _, i := range idx {
+		r := &results[i]
+		if agreed[planKey{r.UID, r.ResourceVersion}] {
+			out = append(out, i)
+			continue
+		}
+		r.Decision, r.Outcome = Keep, OutcomeKept
+		r.Reason = "changed since the plan (planned again before its delete); decided again next sweep"
+		log.Info("revision not deleted: a fresh plan before its delete keeps it", "kind", r.Kind, "name", r.Name)
+		e.count(e.Metrics.skipped(e.Cluster, "changed"))
+	}
+	return out
+}
+
+func (e *Executor) parallel() int {
+	if e.Parallel <= 0 {
+		return DefaultParallel
+	}
+	return e.Parallel
 }
 
 type repairTarget struct {

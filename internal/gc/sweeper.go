@@ -80,7 +80,17 @@ type Config struct {
 	LeaderElection *LeaderElection
 	// Clock returns the time for planning; nil means time.Now.
 	Clock func() time.Time
+	// MaxPlanAge bounds the age of the live plan a delete rests on: the deletes of a
+	// sweep go out in batches, and before a batch a plan older than this is taken again
+	// (its LISTs); zero means DefaultMaxPlanAge.
+	MaxPlanAge time.Duration
 }
+
+// DefaultMaxPlanAge is Config.MaxPlanAge's default: at the default 50 QPS a namespace's
+// LISTs cost a fifth of a second, so re-planning every 2 s of deletes costs about a tenth
+// more, and a user created during a long sweep keeps its revision unless it appeared in
+// the last 2 s (docs/design.md, "The sweep from the caches").
+const DefaultMaxPlanAge = 2 * time.Second
 
 // Sweeper runs orphan sweeps in one cluster. It is safe for concurrent use: sweeps of
 // one namespace are serialised, and concurrent deletes by several replicas are safe
@@ -123,6 +133,12 @@ func NewSweeper(cfg Config) (*Sweeper, error) {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
+	}
+	if cfg.MaxPlanAge < 0 {
+		return nil, core.Invalidf("gc-max-plan-age", "must not be negative, got %s", cfg.MaxPlanAge)
+	}
+	if cfg.MaxPlanAge == 0 {
+		cfg.MaxPlanAge = DefaultMaxPlanAge
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -212,21 +228,25 @@ func (s *Sweeper) sweep(ctx context.Context, ns string, dryRun bool) (*Report, e
 	if err != nil {
 		return nil, fmt.Errorf("gc: planning namespace %s: %w", ns, err)
 	}
-	if !dryRun && (p.Count(Delete) > 0 || p.Count(Repair) > 0) {
-		src := s.cfg.Source
-		if c, ok := src.(CachedSource); ok && p.Count(Delete) > 0 {
-			// A cache may be behind by more than the watch delay (a broken watch keeps
-			// HasSynced true): a delete rests on a live listing of the users, as before
-			// the caches, so a Pod or workload the cache has not seen keeps its revision.
-			src = c.Live
-		}
-		second, _, err := s.planFrom(ctx, src, ns)
-		if err != nil {
-			return nil, fmt.Errorf("gc: re-planning namespace %s: %w", ns, err)
-		}
-		p = Confirm(p, second)
+	if dryRun || (p.Count(Delete) == 0 && p.Count(Repair) == 0) {
+		return s.exec.Execute(ctx, p, dryRun)
 	}
-	return s.exec.Execute(ctx, p, dryRun)
+	src := s.cfg.Source
+	if c, ok := src.(CachedSource); ok && p.Count(Delete) > 0 {
+		// A cache may be behind by more than the watch delay (a broken watch keeps
+		// HasSynced true): a delete rests on a live listing of the users, as before
+		// the caches, so a Pod or workload the cache has not seen keeps its revision.
+		src = c.Live
+	}
+	f := &freshness{at: time.Now(), maxAge: s.cfg.MaxPlanAge, replan: func(ctx context.Context) (*Plan, error) {
+		p, _, err := s.planFrom(ctx, src, ns)
+		return p, err
+	}}
+	second, err := f.replan(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("gc: re-planning namespace %s: %w", ns, err)
+	}
+	return s.exec.execute(ctx, Confirm(p, second), dryRun, f)
 }
 
 // SweepAll sweeps Config.Namespaces, or every namespace holding an opted-in revision,
