@@ -560,9 +560,14 @@ func (o *StatusOptions) Run(ctx context.Context, s *Streams) error {
 			continue
 		}
 		last = out
-		if tty {
+		switch {
+		case tty:
 			fmt.Fprint(s.Out, "\033[H\033[2J")
-		} else {
+		case o.Output == OutputJSON:
+			// a stream of JSON documents, as kubectl get --watch -o json prints
+		case o.Output == OutputYAML:
+			fmt.Fprintln(s.Out, "---")
+		default:
 			fmt.Fprintf(s.Out, "--- %s\n", time.Now().UTC().Format(time.RFC3339))
 		}
 		if _, err := s.Out.Write(out); err != nil {
