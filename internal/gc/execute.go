@@ -201,7 +201,7 @@ func (e *Executor) deleteAll(ctx context.Context, log *slog.Logger, p *Plan, idx
 				}
 				r := &results[idx[k]]
 				if err := ctx.Err(); err != nil {
-					r.Outcome, r.Error = OutcomeError, "not sent: "+err.Error()
+					r.Outcome, r.Error = OutcomeError, "not sent: "+context.Cause(ctx).Error()
 					e.count(e.Metrics.skipped(e.Cluster, "error"))
 					continue
 				}
