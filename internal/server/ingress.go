@@ -261,11 +261,7 @@ func (s *sweepers) Sweep(ctx context.Context, name, ns string, dryRun bool) (any
 	if err != nil {
 		return nil, "", err
 	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	stop := context.AfterFunc(ls.life, func() {
-		cancel(fmt.Errorf("cluster %q: %w: removed or re-registered during the sweep", name, core.ErrUnavailable))
-	})
+	ctx, stop := within(ls.life, ctx)
 	defer stop()
 	run := ls.sw.SweepNamespace
 	if dryRun {
@@ -276,6 +272,20 @@ func (s *sweepers) Sweep(ctx context.Context, name, ns string, dryRun bool) (any
 		return nil, "", err
 	}
 	return rep, fmt.Sprintf("gc %s: %s", ns, rep.Summary()), err
+}
+
+// within returns a context that ends when life ends (at once: a child of life) or when
+// ctx ends, with ctx's deadline; stop releases it. No value of ctx is carried.
+func within(life, ctx context.Context) (context.Context, func()) {
+	out, cancel := context.WithCancelCause(life)
+	if d, ok := ctx.Deadline(); ok {
+		var cancelDeadline context.CancelFunc
+		out, cancelDeadline = context.WithDeadline(out, d)
+		prev := cancel
+		cancel = func(err error) { cancelDeadline(); prev(err) }
+	}
+	release := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+	return out, func() { release(); cancel(nil) }
 }
 
 // sweeper builds cluster c's orphan sweeper and returns it with the function that stops
