@@ -44,7 +44,7 @@ func (a *afterDelete) RoundTrip(r *http.Request) (*http.Response, error) {
 // its owners. A Pod created during the deletes that mounts a later candidate (nothing
 // changes the revision itself) saw it deleted. Here the Pod is created right after the
 // first delete; deletes one at a time and a plan that is always "too old" make every
-// later batch plan again first.
+// later delete plan again first.
 func TestPodStartedDuringALongSweepKeepsItsRevision(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()

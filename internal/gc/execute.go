@@ -150,7 +150,7 @@ func (e *Executor) execute(ctx context.Context, p *Plan, dryRun bool, f *freshne
 		}
 		rep.Results[i] = res
 	}
-	e.deleteFresh(ctx, log, p, deletes, rep.Results, f)
+	e.deleteAll(ctx, log, p, deletes, rep.Results, f)
 	// Failures are listed in plan order whatever order the deletes finished in.
 	var failures []string
 	transient := false
@@ -186,7 +186,8 @@ func (e *Executor) execute(ctx context.Context, p *Plan, dryRun bool, f *freshne
 // plan's whatever order the deletes finish in. Once ctx ends no further delete is sent:
 // the items not yet started end as OutcomeError with ctx's error (as a delete sent with
 // a dead context would), and deleteAll returns when the deletes in flight have returned.
-func (e *Executor) deleteAll(ctx context.Context, log *slog.Logger, p *Plan, idx []int, results []ItemResult) {
+// With f, each delete first asks f whether a plan young enough still deletes it.
+func (e *Executor) deleteAll(ctx context.Context, log *slog.Logger, p *Plan, idx []int, results []ItemResult, f *freshness) {
 	n := min(e.parallel(), len(idx))
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -205,6 +206,9 @@ func (e *Executor) deleteAll(ctx context.Context, log *slog.Logger, p *Plan, idx
 					e.count(e.Metrics.skipped(e.Cluster, "error"))
 					continue
 				}
+				if f != nil && !e.fresh(ctx, log, f, r) {
+					continue
+				}
 				r.Outcome, r.Error = e.delete(ctx, log, p, r.Item)
 			}
 		}()
@@ -217,61 +221,47 @@ func (e *Executor) deleteAll(ctx context.Context, log *slog.Logger, p *Plan, idx
 // namespace with many orphans would otherwise rest on a listing minutes old, blind to
 // every Pod, Job or workload created since that uses its revision.
 type freshness struct {
-	// at is when the plan's live listing began; maxAge bounds its age at each batch.
-	at     time.Time
 	maxAge time.Duration
 	// replan lists the namespace live again and plans it.
 	replan func(ctx context.Context) (*Plan, error)
+
+	mu sync.Mutex
+	// at is when the current plan's live listing began; agreed holds what that plan
+	// deletes (nil: the plan the Executor was given); err is why planning again failed.
+	at     time.Time
+	agreed map[planKey]bool
+	err    error
 }
 
-// deleteFresh is deleteAll in batches of twice Parallel: before a batch, a plan older
-// than f.maxAge is replaced by a fresh one, and an item that plan does not delete too
-// (same UID and resourceVersion) is kept, as Confirm keeps it. f nil: deleteAll.
-func (e *Executor) deleteFresh(ctx context.Context, log *slog.Logger, p *Plan, idx []int, results []ItemResult, f *freshness) {
-	if f == nil {
-		e.deleteAll(ctx, log, p, idx, results)
-		return
-	}
-	batch := 2 * e.parallel()
-	for len(idx) > 0 {
-		if time.Since(f.at) > f.maxAge {
-			if idx = e.replan(ctx, log, f, idx, results); len(idx) == 0 {
-				return
-			}
+// fresh reports whether the delete of r may go out: the plan it rests on is at most
+// f.maxAge old (else it is taken again, once for every worker waiting) and deletes r
+// too (same UID and resourceVersion), as Confirm requires of two plans. Otherwise r
+// ends kept (or in error when the plan could not be read) and fresh is false.
+func (e *Executor) fresh(ctx context.Context, log *slog.Logger, f *freshness, r *ItemResult) bool {
+	f.mu.Lock()
+	if f.err == nil && time.Since(f.at) > f.maxAge {
+		at := time.Now()
+		if p, err := f.replan(ctx); err != nil {
+			f.err = err
+		} else {
+			f.at, f.agreed = at, deleteKeys(p)
 		}
-		n := min(batch, len(idx))
-		e.deleteAll(ctx, log, p, idx[:n], results)
-		idx = idx[n:]
 	}
-}
-
-// replan takes a fresh plan through f and returns the items of idx it still deletes;
-// the others end kept. When the plan cannot be read, none is sent (an error each).
-func (e *Executor) replan(ctx context.Context, log *slog.Logger, f *freshness, idx []int, results []ItemResult) []int {
-	at := time.Now()
-	fresh, err := f.replan(ctx)
-	if err != nil {
-		for _, i := range idx {
-			results[i].Outcome, results[i].Error = OutcomeError, "not sent: re-planning before the delete: "+err.Error()
-			e.count(e.Metrics.skipped(e.Cluster, "error"))
-		}
-		return nil
-	}
-	f.at = at
-	agreed := deleteKeys(fresh)
-	var out []int
-	for _, i := range idx {
-		r := &results[i]
-		if agreed[planKey{r.UID, r.ResourceVersion}] {
-			out = append(out, i)
-			continue
-		}
+	err, agreed := f.err, f.agreed == nil || f.agreed[planKey{r.UID, r.ResourceVersion}]
+	f.mu.Unlock()
+	switch {
+	case err != nil:
+		r.Outcome, r.Error = OutcomeError, "not sent: planning again before the delete: "+err.Error()
+		e.count(e.Metrics.skipped(e.Cluster, "error"))
+		return false
+	case !agreed:
 		r.Decision, r.Outcome = Keep, OutcomeKept
 		r.Reason = "changed since the plan (planned again before its delete); decided again next sweep"
 		log.Info("revision not deleted: a fresh plan before its delete keeps it", "kind", r.Kind, "name", r.Name)
 		e.count(e.Metrics.skipped(e.Cluster, "changed"))
+		return false
 	}
-	return out
+	return true
 }
 
 func (e *Executor) parallel() int {

@@ -80,9 +80,9 @@ type Config struct {
 	LeaderElection *LeaderElection
 	// Clock returns the time for planning; nil means time.Now.
 	Clock func() time.Time
-	// MaxPlanAge bounds the age of the live plan a delete rests on: the deletes of a
-	// sweep go out in batches, and before a batch a plan older than this is taken again
-	// (its LISTs); zero means DefaultMaxPlanAge.
+	// MaxPlanAge bounds the age of the live plan a delete rests on: before a delete, a
+	// plan older than this is taken again (its LISTs, once for every delete waiting on
+	// it); zero means DefaultMaxPlanAge.
 	MaxPlanAge time.Duration
 }
 
