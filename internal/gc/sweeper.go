@@ -87,10 +87,11 @@ type Config struct {
 }
 
 // DefaultMaxPlanAge is Config.MaxPlanAge's default: at the default 50 QPS a namespace's
-// LISTs cost a fifth of a second, so re-planning every 2 s of deletes costs about a tenth
-// more, and a user created during a long sweep keeps its revision unless it appeared in
-// the last 2 s (docs/design.md, "The sweep from the caches").
-const DefaultMaxPlanAge = 2 * time.Second
+// LISTs cost a fifth of a second of the client's budget, so planning again every 5 s of
+// deletes costs a few percent, a sweep shorter than that nothing, and a user created
+// during a long sweep keeps its revision unless it appeared in the last 5 s
+// (docs/design.md, "The sweep from the caches").
+const DefaultMaxPlanAge = 5 * time.Second
 
 // Sweeper runs orphan sweeps in one cluster. It is safe for concurrent use: sweeps of
 // one namespace are serialised, and concurrent deletes by several replicas are safe
