@@ -447,7 +447,7 @@ func (o *StatusOptions) Run(ctx context.Context, s *Streams) error {
 	for i, t := range targets {
 		if sweepers[i], err = gc.NewSweeper(gc.Config{Cluster: t.name, DryRun: true, Namespaces: t.nss, Selector: sel,
 			Source:  gc.LiveSource{Client: t.clients.Kube, Dynamic: t.clients.Dynamic, Metadata: t.clients.Metadata, IncludeSecrets: o.IncludeSecrets},
-			Options: gc.Options{MinAge: o.MinAge, Keep: o.Keep}}); err != nil {
+			Options: gc.Options{MinAge: o.MinAge, Keep: o.Keep}, Clock: t.clients.Clock.Now}); err != nil {
 			return err
 		}
 	}

@@ -102,3 +102,38 @@ func (e *env) waitDefaultServiceAccount(t *testing.T) {
 		t.Fatalf("default ServiceAccount of %s: %v", e.ns, err)
 	}
 }
+
+// TestGracePeriodIsMeasuredOnTheApiserversClock (breaker s7): safety rule 7's grace
+// period compares a revision's creationTimestamp, stamped by the apiserver, with the
+// sweeper's clock. A service whose node clock runs ahead (by more than --gc-min-age)
+// swept revisions created a moment ago, before the workload created with them; keep-N
+// alone does not save them (keep 0, or more new revisions than keep in a family). The
+// clock a sweep plans with is now the earlier of the local one and the apiserver's (the
+// Date of its answers).
+func TestGracePeriodIsMeasuredOnTheApiserversClock(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	e.configMap(t, "fresh-1a2b3c", "fresh", nil)
+	ahead := func() time.Time { return time.Now().Add(2 * time.Hour) } // this node's clock, 2 h fast
+	clock := kube.NewServerClock(ahead)
+	clients, err := kube.NewClients(clock.Wrap(e.cp.RESTConfig()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw, err := gc.NewSweeper(gc.Config{Client: clients.Kube, Metadata: clients.Metadata, Namespaces: []string{e.ns},
+		Source:  gc.LiveSource{Client: clients.Kube, Dynamic: clients.Dynamic, Metadata: clients.Metadata},
+		Options: gc.Options{MinAge: time.Hour, Keep: 0}, Clock: clock.Now, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := clients.Kube.Discovery().ServerVersion(); err != nil { // any answer sets the clock, as serve's probe does
+		t.Fatal(err)
+	}
+	rep, err := sw.SweepNamespace(ctx, e.ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !e.exists(t, "fresh-1a2b3c") || len(rep.Results) != 1 || rep.Results[0].Outcome != gc.OutcomeKept {
+		t.Fatalf("a revision created a moment ago was not kept by the 1 h grace period (service clock 2 h ahead): %+v", rep.Results)
+	}
+}

@@ -303,7 +303,7 @@ func (s *Server) sweeper(c *cluster.Cluster, log *slog.Logger) (*gc.Sweeper, fun
 	cfg := gc.Config{Cluster: c.Name(), Client: cl.Kube, Metadata: cl.Metadata, Attacher: c.Attacher, AllowSecrets: s.opts.AllowSecrets,
 		Source:   gc.CachedSource{Store: stores, Live: live},
 		Recorder: recorder, Metrics: metrics, Logger: log, Options: o.Options, Interval: o.Interval, DryRun: o.DryRun,
-		ServerDryRun: o.ServerDryRun}
+		ServerDryRun: o.ServerDryRun, Clock: cl.Clock.Now}
 	switch {
 	case len(c.Spec.Namespaces) > 0:
 		cfg.Namespaces = c.Spec.Namespaces
