@@ -96,21 +96,54 @@ func leanWatch(w toolscache.WatchFuncWithContext, transform toolscache.Transform
 		if err != nil {
 			return nil, err
 		}
-		return watch.Filter(wi, func(e watch.Event) (watch.Event, bool) {
-			if e.Type == watch.Error {
-				return e, true
-			}
-			if e.Type == watch.Bookmark {
-				return bookmark(e, transform), true
-			}
-			if lean, err := transform(e.Object); err == nil {
-				if o, ok := lean.(runtime.Object); ok {
-					e.Object = o
-				}
-			}
-			return e, true
-		}), nil
+		out := make(chan watch.Event)
+		pw := watch.NewProxyWatcher(out)
+		go relayLean(wi, pw, out, transform)
+		return pw, nil
 	}
+}
+
+// relayLean sends every event of in, reduced, to out until in ends or pw is stopped,
+// then stops in and closes out. watch.Filter is not used: its goroutine blocks for
+// good on an event it holds once the reader has stopped (the reflector stops reading,
+// then calls Stop, at every watch it ends itself: a stop, a cluster removed, an
+// expired resourceVersion), one goroutine and one object leaked each time.
+func relayLean(in watch.Interface, pw *watch.ProxyWatcher, out chan<- watch.Event, transform toolscache.TransformFunc) {
+	defer close(out)
+	defer in.Stop()
+	for {
+		var e watch.Event
+		var ok bool
+		select {
+		case <-pw.StopChan():
+			return
+		case e, ok = <-in.ResultChan():
+			if !ok {
+				return
+			}
+		}
+		select {
+		case <-pw.StopChan():
+			return
+		case out <- reduceEvent(e, transform):
+		}
+	}
+}
+
+// reduceEvent gives e's object the stored, lean form (an error event is passed as is).
+func reduceEvent(e watch.Event, transform toolscache.TransformFunc) watch.Event {
+	switch e.Type {
+	case watch.Error:
+		return e
+	case watch.Bookmark:
+		return bookmark(e, transform)
+	}
+	if lean, err := transform(e.Object); err == nil {
+		if o, ok := lean.(runtime.Object); ok {
+			e.Object = o
+		}
+	}
+	return e
 }
 
 // bookmark gives a bookmark's object the stored type (the reflector drops an event of

@@ -315,7 +315,8 @@ func (o *GCOptions) sweep(ctx context.Context, log *slog.Logger, sel labels.Sele
 	cfg := gc.Config{Cluster: t.name, Client: clients.Kube, Logger: log,
 		Source:  gc.LiveSource{Client: clients.Kube, Dynamic: clients.Dynamic, Metadata: clients.Metadata, IncludeSecrets: o.IncludeSecrets},
 		Options: gc.Options{MinAge: o.MinAge, Keep: o.Keep}, Namespaces: nss, Selector: sel,
-		DryRun: o.DryRun == DryRunClient, ServerDryRun: o.DryRun == DryRunServer, AllowSecrets: o.IncludeSecrets}
+		DryRun: o.DryRun == DryRunClient, ServerDryRun: o.DryRun == DryRunServer, AllowSecrets: o.IncludeSecrets,
+		Clock: clients.Clock.Now}
 	if o.DryRun == DryRunNone {
 		broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 		broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: clients.Kube.CoreV1().Events("")})

@@ -447,7 +447,7 @@ func (o *StatusOptions) Run(ctx context.Context, s *Streams) error {
 	for i, t := range targets {
 		if sweepers[i], err = gc.NewSweeper(gc.Config{Cluster: t.name, DryRun: true, Namespaces: t.nss, Selector: sel,
 			Source:  gc.LiveSource{Client: t.clients.Kube, Dynamic: t.clients.Dynamic, Metadata: t.clients.Metadata, IncludeSecrets: o.IncludeSecrets},
-			Options: gc.Options{MinAge: o.MinAge, Keep: o.Keep}}); err != nil {
+			Options: gc.Options{MinAge: o.MinAge, Keep: o.Keep}, Clock: t.clients.Clock.Now}); err != nil {
 			return err
 		}
 	}
@@ -560,9 +560,14 @@ func (o *StatusOptions) Run(ctx context.Context, s *Streams) error {
 			continue
 		}
 		last = out
-		if tty {
+		switch {
+		case tty:
 			fmt.Fprint(s.Out, "\033[H\033[2J")
-		} else {
+		case o.Output == OutputJSON:
+			// a stream of JSON documents, as kubectl get --watch -o json prints
+		case o.Output == OutputYAML:
+			fmt.Fprintln(s.Out, "---")
+		default:
 			fmt.Fprintf(s.Out, "--- %s\n", time.Now().UTC().Format(time.RFC3339))
 		}
 		if _, err := s.Out.Write(out); err != nil {

@@ -91,9 +91,10 @@
 // candidate is read live right before its delete, and the delete carries the UID and
 // resourceVersion seen, so an object attached, relabelled,
 // annotated or replaced in between is not deleted (the apiserver answers 409 and the
-// sweep reports "changed meanwhile", to be retried next sweep). A brand-new workload
-// that references an old, unattached revision in the milliseconds between the second
-// listing and the delete does not change the revision itself and is not caught; the
-// grace period and keep-N make that window matter only for revisions that nothing
-// used for a long time.
+// sweep reports "changed meanwhile", to be retried next sweep). Before a delete, a
+// plan older than Config.MaxPlanAge is taken again (the QPS limiter paces a long sweep
+// over minutes otherwise). A brand-new workload that
+// references an old, unattached revision between that listing and the delete does not
+// change the revision itself and is not caught; the grace period and keep-N make that
+// window matter only for revisions that nothing used for a long time.
 package gc

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -109,6 +110,12 @@ const DefaultParallel = 16
 // neither is an error. The error wraps core.ErrUnavailable when some write failed
 // transiently, and is nil when every item ended without OutcomeError.
 func (e *Executor) Execute(ctx context.Context, p *Plan, dryRun bool) (*Report, error) {
+	return e.execute(ctx, p, dryRun, nil)
+}
+
+// execute is Execute; with f, no delete is sent on a plan older than f.maxAge (see
+// freshness).
+func (e *Executor) execute(ctx context.Context, p *Plan, dryRun bool, f *freshness) (*Report, error) {
 	log := e.Logger
 	if log == nil {
 		log = slog.Default()
@@ -143,7 +150,7 @@ func (e *Executor) Execute(ctx context.Context, p *Plan, dryRun bool) (*Report, 
 		}
 		rep.Results[i] = res
 	}
-	e.deleteAll(ctx, log, p, deletes, rep.Results)
+	e.deleteAll(ctx, log, p, deletes, rep.Results, f)
 	// Failures are listed in plan order whatever order the deletes finished in.
 	var failures []string
 	transient := false
@@ -179,12 +186,9 @@ func (e *Executor) Execute(ctx context.Context, p *Plan, dryRun bool) (*Report, 
 // plan's whatever order the deletes finish in. Once ctx ends no further delete is sent:
 // the items not yet started end as OutcomeError with ctx's error (as a delete sent with
 // a dead context would), and deleteAll returns when the deletes in flight have returned.
-func (e *Executor) deleteAll(ctx context.Context, log *slog.Logger, p *Plan, idx []int, results []ItemResult) {
-	n := e.Parallel
-	if n <= 0 {
-		n = DefaultParallel
-	}
-	n = min(n, len(idx))
+// With f, each delete first asks f whether a plan young enough still deletes it.
+func (e *Executor) deleteAll(ctx context.Context, log *slog.Logger, p *Plan, idx []int, results []ItemResult, f *freshness) {
+	n := min(e.parallel(), len(idx))
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for w := 0; w < n; w++ {
@@ -198,8 +202,11 @@ func (e *Executor) deleteAll(ctx context.Context, log *slog.Logger, p *Plan, idx
 				}
 				r := &results[idx[k]]
 				if err := ctx.Err(); err != nil {
-					r.Outcome, r.Error = OutcomeError, "not sent: "+err.Error()
+					r.Outcome, r.Error = OutcomeError, "not sent: "+context.Cause(ctx).Error()
 					e.count(e.Metrics.skipped(e.Cluster, "error"))
+					continue
+				}
+				if f != nil && !e.fresh(ctx, log, f, r) {
 					continue
 				}
 				r.Outcome, r.Error = e.delete(ctx, log, p, r.Item)
@@ -207,6 +214,61 @@ func (e *Executor) deleteAll(ctx context.Context, log *slog.Logger, p *Plan, idx
 		}()
 	}
 	wg.Wait()
+}
+
+// freshness bounds the age of the plan a delete rests on (docs/design.md, "The sweep
+// from the caches"): deletes are paced by the client's QPS, so the last delete of a
+// namespace with many orphans would otherwise rest on a listing minutes old, blind to
+// every Pod, Job or workload created since that uses its revision.
+type freshness struct {
+	maxAge time.Duration
+	// replan lists the namespace live again and plans it.
+	replan func(ctx context.Context) (*Plan, error)
+
+	mu sync.Mutex
+	// at is when the current plan's live listing began; agreed holds what that plan
+	// deletes (nil: the plan the Executor was given); err is why planning again failed.
+	at     time.Time
+	agreed map[planKey]bool
+	err    error
+}
+
+// fresh reports whether the delete of r may go out: the plan it rests on is at most
+// f.maxAge old (else it is taken again, once for every worker waiting) and deletes r
+// too (same UID and resourceVersion), as Confirm requires of two plans. Otherwise r
+// ends kept (or in error when the plan could not be read) and fresh is false.
+func (e *Executor) fresh(ctx context.Context, log *slog.Logger, f *freshness, r *ItemResult) bool {
+	f.mu.Lock()
+	if f.err == nil && time.Since(f.at) > f.maxAge {
+		at := time.Now()
+		if p, err := f.replan(ctx); err != nil {
+			f.err = err
+		} else {
+			f.at, f.agreed = at, deleteKeys(p)
+		}
+	}
+	err, agreed := f.err, f.agreed == nil || f.agreed[planKey{r.UID, r.ResourceVersion}]
+	f.mu.Unlock()
+	switch {
+	case err != nil:
+		r.Outcome, r.Error = OutcomeError, "not sent: planning again before the delete: "+err.Error()
+		e.count(e.Metrics.skipped(e.Cluster, "error"))
+		return false
+	case !agreed:
+		r.Decision, r.Outcome = Keep, OutcomeKept
+		r.Reason = "changed since the plan (planned again before its delete); decided again next sweep"
+		log.Info("revision not deleted: a fresh plan before its delete keeps it", "kind", r.Kind, "name", r.Name)
+		e.count(e.Metrics.skipped(e.Cluster, "changed"))
+		return false
+	}
+	return true
+}
+
+func (e *Executor) parallel() int {
+	if e.Parallel <= 0 {
+		return DefaultParallel
+	}
+	return e.Parallel
 }
 
 type repairTarget struct {

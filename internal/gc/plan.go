@@ -367,25 +367,33 @@ func StripHashSuffix(name string) string {
 // An object deleted only when both plans agree narrows the window in which a new
 // reference can appear unseen (package documentation, "The residual race").
 func Confirm(first, second *Plan) *Plan {
-	type key struct {
-		uid types.UID
-		rv  string
-	}
-	agreed := map[key]bool{}
-	for _, it := range first.Items {
-		if it.Decision == Delete {
-			agreed[key{it.UID, it.ResourceVersion}] = true
-		}
-	}
+	agreed := deleteKeys(first)
 	out := *second
 	out.Items = make([]Item, len(second.Items))
 	copy(out.Items, second.Items)
 	for i := range out.Items {
 		it := &out.Items[i]
-		if it.Decision == Delete && !agreed[key{it.UID, it.ResourceVersion}] {
+		if it.Decision == Delete && !agreed[planKey{it.UID, it.ResourceVersion}] {
 			it.Decision = Keep
 			it.Reason = "changed between two plans; decided again next sweep"
 		}
 	}
 	return &out
+}
+
+// planKey is a revision as a plan saw it.
+type planKey struct {
+	uid types.UID
+	rv  string
+}
+
+// deleteKeys returns the revisions p deletes.
+func deleteKeys(p *Plan) map[planKey]bool {
+	out := map[planKey]bool{}
+	for _, it := range p.Items {
+		if it.Decision == Delete {
+			out[planKey{it.UID, it.ResourceVersion}] = true
+		}
+	}
+	return out
 }

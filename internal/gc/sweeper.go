@@ -84,12 +84,23 @@ type Config struct {
 	// TriggerDelay is how long after Trigger its sweep runs; the triggers of a namespace
 	// meanwhile coalesce into one sweep. Zero means DefaultTriggerDelay.
 	TriggerDelay time.Duration
+	// MaxPlanAge bounds the age of the live plan a delete rests on: before a delete, a
+	// plan older than this is taken again (its LISTs, once for every delete waiting on
+	// it); zero means DefaultMaxPlanAge.
+	MaxPlanAge time.Duration
 }
 
 // DefaultTriggerDelay is Config.TriggerDelay's default: a burst of attaches in a
 // namespace costs one sweep of it. Revisions younger than MinAge (an hour by default)
 // are never collected, so the delay holds back no deletion that matters.
 const DefaultTriggerDelay = 30 * time.Second
+
+// DefaultMaxPlanAge is Config.MaxPlanAge's default: at the default 50 QPS a namespace's
+// LISTs cost a fifth of a second of the client's budget, so planning again every 5 s of
+// deletes costs a few percent, a sweep shorter than that nothing, and a user created
+// during a long sweep keeps its revision unless it appeared in the last 5 s
+// (docs/design.md, "The sweep from the caches").
+const DefaultMaxPlanAge = 5 * time.Second
 
 // Sweeper runs orphan sweeps in one cluster. It is safe for concurrent use: sweeps of
 // one namespace are serialised, and concurrent deletes by several replicas are safe
@@ -138,6 +149,12 @@ func NewSweeper(cfg Config) (*Sweeper, error) {
 	}
 	if cfg.TriggerDelay == 0 {
 		cfg.TriggerDelay = DefaultTriggerDelay
+	}
+	if cfg.MaxPlanAge < 0 {
+		return nil, core.Invalidf("gc-max-plan-age", "must not be negative, got %s", cfg.MaxPlanAge)
+	}
+	if cfg.MaxPlanAge == 0 {
+		cfg.MaxPlanAge = DefaultMaxPlanAge
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -227,21 +244,25 @@ func (s *Sweeper) sweep(ctx context.Context, ns string, dryRun bool) (*Report, e
 	if err != nil {
 		return nil, fmt.Errorf("gc: planning namespace %s: %w", ns, err)
 	}
-	if !dryRun && (p.Count(Delete) > 0 || p.Count(Repair) > 0) {
-		src := s.cfg.Source
-		if c, ok := src.(CachedSource); ok && p.Count(Delete) > 0 {
-			// A cache may be behind by more than the watch delay (a broken watch keeps
-			// HasSynced true): a delete rests on a live listing of the users, as before
-			// the caches, so a Pod or workload the cache has not seen keeps its revision.
-			src = c.Live
-		}
-		second, _, err := s.planFrom(ctx, src, ns)
-		if err != nil {
-			return nil, fmt.Errorf("gc: re-planning namespace %s: %w", ns, err)
-		}
-		p = Confirm(p, second)
+	if dryRun || (p.Count(Delete) == 0 && p.Count(Repair) == 0) {
+		return s.exec.Execute(ctx, p, dryRun)
 	}
-	return s.exec.Execute(ctx, p, dryRun)
+	src := s.cfg.Source
+	if c, ok := src.(CachedSource); ok && p.Count(Delete) > 0 {
+		// A cache may be behind by more than the watch delay (a broken watch keeps
+		// HasSynced true): a delete rests on a live listing of the users, as before
+		// the caches, so a Pod or workload the cache has not seen keeps its revision.
+		src = c.Live
+	}
+	f := &freshness{at: time.Now(), maxAge: s.cfg.MaxPlanAge, replan: func(ctx context.Context) (*Plan, error) {
+		p, _, err := s.planFrom(ctx, src, ns)
+		return p, err
+	}}
+	second, err := f.replan(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("gc: re-planning namespace %s: %w", ns, err)
+	}
+	return s.exec.execute(ctx, Confirm(p, second), dryRun, f)
 }
 
 // SweepAll sweeps Config.Namespaces, or every namespace holding an opted-in revision,

@@ -74,6 +74,8 @@ type Clients struct {
 	Kube     kubernetes.Interface
 	Dynamic  dynamic.Interface
 	Metadata metadata.Interface
+	// Clock is the apiserver's clock as these clients' answers show it.
+	Clock *ServerClock
 }
 
 // NewClients builds typed, dynamic and metadata clients sharing cfg. The typed client
@@ -81,6 +83,8 @@ type Clients struct {
 // PATCH answer (a ReplicaSet with its pod template, a ConfigMap with its data) at a
 // fraction of JSON's cost, which a burst of attaches pays once per object.
 func NewClients(cfg *rest.Config) (*Clients, error) {
+	clock := NewServerClock(nil)
+	cfg = clock.Wrap(cfg)
 	tc := cfg
 	if cfg.ContentType == "" {
 		tc = rest.CopyConfig(cfg)
@@ -99,7 +103,7 @@ func NewClients(cfg *rest.Config) (*Clients, error) {
 	if err != nil {
 		return nil, fmt.Errorf("metadata client: %w", err)
 	}
-	return &Clients{Config: cfg, Kube: kc, Dynamic: dc, Metadata: mc}, nil
+	return &Clients{Config: cfg, Kube: kc, Dynamic: dc, Metadata: mc, Clock: clock}, nil
 }
 
 // RequestCounter counts the HTTP requests made through configs it wraps, by verb

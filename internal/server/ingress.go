@@ -155,7 +155,7 @@ func (s *Server) perCluster(ctx context.Context, c *cluster.Cluster) error {
 		return err
 	}
 	defer stopRecorder()
-	s.sweepers.set(c.Name(), sw)
+	s.sweepers.set(ctx, c.Name(), sw)
 	defer s.sweepers.remove(c.Name(), sw)
 	g, gctx := errgroup.WithContext(ctx)
 	for _, w := range watchers {
@@ -199,39 +199,46 @@ type sweepers struct {
 	// periodic: sweeps run periodically, so an attach that wrote schedules one.
 	periodic bool
 	mu       sync.Mutex
-	by       map[string]*gc.Sweeper
+	by       map[string]liveSweeper
 }
 
-func (s *sweepers) set(name string, sw *gc.Sweeper) {
+// liveSweeper is a cluster's sweeper and its registration's context, which ends when
+// the cluster is removed (or re-registered) or serve stops.
+type liveSweeper struct {
+	sw   *gc.Sweeper
+	life context.Context
+}
+
+func (s *sweepers) set(life context.Context, name string, sw *gc.Sweeper) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.by[name] = sw
+	s.by[name] = liveSweeper{sw: sw, life: life}
 }
 
 // remove forgets sw unless another sweeper has replaced it (a re-registered cluster).
 func (s *sweepers) remove(name string, sw *gc.Sweeper) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.by[name] == sw {
+	if s.by[name].sw == sw {
 		delete(s.by, name)
 	}
 }
 
-// get returns the sweeper of cluster name ("" is the default). Errors: an unknown
-// cluster (core.ErrInvalid), a cluster whose caches have not synced yet
-// (core.ErrUnavailable).
-func (s *sweepers) get(name string) (*gc.Sweeper, error) {
+// get returns the sweeper of cluster name ("" is the default) with its registration's
+// context. Errors: an unknown cluster (core.ErrInvalid), a cluster whose caches have
+// not synced yet (core.ErrUnavailable).
+func (s *sweepers) get(name string) (liveSweeper, error) {
 	c, err := s.reg.Cluster(name)
 	if err != nil {
-		return nil, err
+		return liveSweeper{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sw, ok := s.by[c.Name()]
+	ls, ok := s.by[c.Name()]
 	if !ok {
-		return nil, fmt.Errorf("cluster %q: %w: its orphan sweeper has not started (caches not synced)", c.Name(), core.ErrUnavailable)
+		return liveSweeper{}, fmt.Errorf("cluster %q: %w: its orphan sweeper has not started (caches not synced)", c.Name(), core.ErrUnavailable)
 	}
-	return sw, nil
+	return ls, nil
 }
 
 // AfterAttach implements dispatch.Sweeps: with periodic sweeps, schedule a sweep of the
@@ -240,26 +247,45 @@ func (s *sweepers) AfterAttach(name, ns string) {
 	if !s.periodic {
 		return
 	}
-	if sw, err := s.get(name); err == nil {
-		sw.Trigger(ns)
+	if ls, err := s.get(name); err == nil {
+		ls.sw.Trigger(ns)
 	}
 }
 
-// Sweep implements dispatch.Sweeps: `operation: gc` in the event's cluster.
+// Sweep implements dispatch.Sweeps: `operation: gc` in the event's cluster. The sweep
+// ends with the event or with the cluster's registration, whichever ends first: a
+// cluster removed (or re-registered with new credentials) mid-sweep gets no further
+// delete or repair from it.
 func (s *sweepers) Sweep(ctx context.Context, name, ns string, dryRun bool) (any, string, error) {
-	sw, err := s.get(name)
+	ls, err := s.get(name)
 	if err != nil {
 		return nil, "", err
 	}
-	run := sw.SweepNamespace
+	ctx, stop := within(ls.life, ctx)
+	defer stop()
+	run := ls.sw.SweepNamespace
 	if dryRun {
-		run = sw.SweepNamespaceDryRun
+		run = ls.sw.SweepNamespaceDryRun
 	}
 	rep, err := run(ctx, ns)
 	if rep == nil {
 		return nil, "", err
 	}
 	return rep, fmt.Sprintf("gc %s: %s", ns, rep.Summary()), err
+}
+
+// within returns a context that ends when life ends (at once: a child of life) or when
+// ctx ends, with ctx's deadline; stop releases it. No value of ctx is carried.
+func within(life, ctx context.Context) (context.Context, func()) {
+	out, cancel := context.WithCancelCause(life)
+	if d, ok := ctx.Deadline(); ok {
+		var cancelDeadline context.CancelFunc
+		out, cancelDeadline = context.WithDeadline(out, d)
+		prev := cancel
+		cancel = func(err error) { cancelDeadline(); prev(err) }
+	}
+	release := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+	return out, func() { release(); cancel(nil) }
 }
 
 // sweeper builds cluster c's orphan sweeper and returns it with the function that stops
@@ -277,7 +303,7 @@ func (s *Server) sweeper(c *cluster.Cluster, log *slog.Logger) (*gc.Sweeper, fun
 	cfg := gc.Config{Cluster: c.Name(), Client: cl.Kube, Metadata: cl.Metadata, Attacher: c.Attacher, AllowSecrets: s.opts.AllowSecrets,
 		Source:   gc.CachedSource{Store: stores, Live: live},
 		Recorder: recorder, Metrics: metrics, Logger: log, Options: o.Options, Interval: o.Interval, DryRun: o.DryRun,
-		ServerDryRun: o.ServerDryRun}
+		ServerDryRun: o.ServerDryRun, Clock: cl.Clock.Now}
 	switch {
 	case len(c.Spec.Namespaces) > 0:
 		cfg.Namespaces = c.Spec.Namespaces

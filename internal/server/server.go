@@ -23,7 +23,6 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/dispatch"
 	"github.com/configmap-attacher/configmap-attacher/internal/eventbus"
-	"github.com/configmap-attacher/configmap-attacher/internal/gc"
 	"github.com/configmap-attacher/configmap-attacher/trigger"
 )
 
@@ -142,7 +141,7 @@ func New(cfg *rest.Config, o Options) (*Server, error) {
 	if s.gc, err = s.gcParts(metrics); err != nil {
 		return nil, err
 	}
-	s.sweepers = &sweepers{reg: s.reg, by: map[string]*gc.Sweeper{}, periodic: o.Ingress.GC.Interval > 0}
+	s.sweepers = &sweepers{reg: s.reg, by: map[string]liveSweeper{}, periodic: o.Ingress.GC.Interval > 0}
 	s.d, err = dispatch.New(dispatch.Config{Clusters: s.reg, Sweeps: s.sweepers, Defaults: &s.spec,
 		MaxInFlight: o.MaxInFlight, ExecuteTimeout: o.ExecuteTimeout, StopGrace: o.ShutdownTimeout, Metrics: metrics, Logger: s.log,
 		Observe: newOptInNotes(s.log).observe})
