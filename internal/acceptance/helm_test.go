@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/configmap-attacher/configmap-attacher/internal/testfix"
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -93,14 +94,9 @@ func TestHelmUpgradeForceDropsOwnersAndTheServiceRestoresThem(t *testing.T) {
 // attachedEvents counts the Attached Events (sum of their counts) on ConfigMap name.
 func (w *world) attachedEvents(name string) int {
 	w.T.Helper()
-	list, err := w.Kube.CoreV1().Events(w.NS).List(w.Ctx, metav1.ListOptions{
-		FieldSelector: "involvedObject.kind=ConfigMap,involvedObject.name=" + name + ",reason=Attached"})
+	n, err := testfix.AttachedEvents(w.Ctx, w.Kube, w.NS, name)
 	if err != nil {
 		w.T.Fatal(err)
-	}
-	n := 0
-	for _, e := range list.Items {
-		n += max(int(e.Count), 1)
 	}
 	return n
 }

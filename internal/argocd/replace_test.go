@@ -8,10 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/configmap-attacher/configmap-attacher/internal/argocd"
 	"github.com/configmap-attacher/configmap-attacher/internal/server"
+	"github.com/configmap-attacher/configmap-attacher/internal/testfix"
 )
 
 // TestReplaceSyncDropsOwnersAndTheServiceRestoresThem: under client-side apply and diff,
@@ -85,14 +84,9 @@ func replaceSync(t *testing.T, w *world, app argocd.App) {
 // attachedEvents counts the Attached Events (sum of their counts) on ConfigMap name.
 func (w *world) attachedEvents(name string) int {
 	w.T.Helper()
-	list, err := w.Kube.CoreV1().Events(w.NS).List(w.Ctx, metav1.ListOptions{
-		FieldSelector: "involvedObject.kind=ConfigMap,involvedObject.name=" + name + ",reason=Attached"})
+	n, err := testfix.AttachedEvents(w.Ctx, w.Kube, w.NS, name)
 	if err != nil {
 		w.T.Fatal(err)
-	}
-	n := 0
-	for _, e := range list.Items {
-		n += max(int(e.Count), 1)
 	}
 	return n
 }

@@ -115,17 +115,13 @@ func revisionSide(t *testing.T, ns string, in server.Ingress) {
 
 // waitAttachedEvents waits until ConfigMap name has at least want Attached Events
 // (counting repeats): the attach and each restore are told.
-func waitAttachedEvents(t *testing.T, ns, name string, want int32) {
+func waitAttachedEvents(t *testing.T, ns, name string, want int) {
 	t.Helper()
 	kc := controlplane.Require(t, cp).Client()
 	controlplane.Eventually(t, 10*time.Second, "Attached Events", func() error {
-		evs, err := kc.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + name + ",reason=Attached"})
+		n, err := testfix.AttachedEvents(context.Background(), kc, ns, name)
 		if err != nil {
 			return err
-		}
-		var n int32
-		for _, e := range evs.Items {
-			n += max(e.Count, 1)
 		}
 		if n < want {
 			return fmt.Errorf("%d Attached Events; want %d", n, want)

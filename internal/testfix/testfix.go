@@ -76,3 +76,18 @@ func (s *SyncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// AttachedEvents counts the "Attached" Events on ConfigMap name in ns, each with its
+// count (the recorder aggregates repeats into one Event).
+func AttachedEvents(ctx context.Context, kc kubernetes.Interface, ns, name string) (int, error) {
+	list, err := kc.CoreV1().Events(ns).List(ctx, metav1.ListOptions{
+		FieldSelector: "involvedObject.kind=ConfigMap,involvedObject.name=" + name + ",reason=Attached"})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range list.Items {
+		n += max(int(e.Count), 1)
+	}
+	return n, nil
+}
