@@ -3,6 +3,8 @@ package argocd_test
 import (
 	"fmt"
 	"strings"
+
+	"github.com/configmap-attacher/configmap-attacher/internal/argocd"
 )
 
 // The Git side of a scenario: a Rollout whose config is a Kustomize configMapGenerator
@@ -81,4 +83,14 @@ generatorOptions:
 		dir + "/rollout.yaml":           rolloutYAML,
 		dir + "/rollout-transform.yaml": rolloutTransformYAML,
 	}
+}
+
+// applyModes are the two ways Argo CD applies a revision that the sync tests run in:
+// client-side apply, and server-side apply with server-side diff.
+var applyModes = []struct {
+	name string
+	app  argocd.App
+}{
+	{name: "client-side-apply", app: argocd.App{}},
+	{name: "server-side-apply-and-diff", app: argocd.App{SyncOptions: []string{"ServerSideApply=true"}, ServerSideDiff: true}},
 }

@@ -20,13 +20,7 @@ import (
 // Event, the attached counter), and the restored owners are no diff that would make
 // selfHeal replace the revision again.
 func TestReplaceSyncDropsOwnersAndTheServiceRestoresThem(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		app  argocd.App
-	}{
-		{name: "client-side-apply", app: argocd.App{}},
-		{name: "server-side-apply-and-diff", app: argocd.App{SyncOptions: []string{"ServerSideApply=true"}, ServerSideDiff: true}},
-	} {
+	for _, tc := range applyModes {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			replaceSync(t, newWorld(t, "replace-"+tc.name[:6]), tc.app)

@@ -17,13 +17,7 @@ import (
 // Healthy, the revision dropped from Git is not pruned while a ReplicaSet owns it, and
 // it goes (garbage-collected) with that ReplicaSet.
 func TestSyncKeepsRevisionsUntilTheirReplicaSetsGo(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		app  argocd.App
-	}{
-		{name: "client-side-apply", app: argocd.App{}},
-		{name: "server-side-apply-and-diff", app: argocd.App{SyncOptions: []string{"ServerSideApply=true"}, ServerSideDiff: true}},
-	} {
+	for _, tc := range applyModes {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			w := newWorld(t, "sync-"+tc.name[:6])
