@@ -92,7 +92,7 @@ func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Namespace, "watch-namespace", o.Namespace, "cache only this namespace (default: all namespaces)")
 	fs.StringVar(&o.TLSCertFile, "tls-cert-file", o.TLSCertFile, "PEM certificate: serve TLS on both servers (with --tls-key-file)")
 	fs.StringVar(&o.TLSKeyFile, "tls-key-file", o.TLSKeyFile, "PEM private key of --tls-cert-file")
-	fs.IntVar(&o.MaxInFlight, "max-in-flight", o.MaxInFlight, "events handled at once; more get gRPC ResourceExhausted / HTTP 429")
+	fs.IntVar(&o.MaxInFlight, "max-in-flight", o.MaxInFlight, "events handled at once (one cluster of several: half of them); more get gRPC ResourceExhausted / HTTP 429")
 	fs.DurationVar(&o.ExecuteTimeout, "execute-timeout", o.ExecuteTimeout, "time bound for one event (gRPC DeadlineExceeded / HTTP 503 beyond)")
 	fs.DurationVar(&o.ReplicaSetWait, "replicaset-wait-timeout", o.ReplicaSetWait, "how long an event for a ReplicaSet the cache has not seen yet waits for the service's own watch to deliver it before reading it live (one GET saved; a name that never arrives is refused only after it; within --execute-timeout; 0: read live at once)")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "how long shutdown waits for events in flight")

@@ -92,6 +92,11 @@ type Config struct {
 	Defaults *core.Options
 	// MaxInFlight bounds the events handled at once, all paths together.
 	MaxInFlight int
+	// MaxInFlightPerCluster, when positive, bounds the events of one cluster handled at
+	// once (at most MaxInFlight): a member cluster that hangs (its apiserver takes
+	// connections and never answers) then holds at most this many of the shared slots
+	// until its health probe marks it down. Zero: no bound of its own.
+	MaxInFlightPerCluster int
 	// ExecuteTimeout bounds the work for one event, on every path.
 	ExecuteTimeout time.Duration
 	// StopGrace is how long work in flight may go on once Run's context ends before it
@@ -115,9 +120,12 @@ type Dispatcher struct {
 	timeout  time.Duration
 	grace    time.Duration
 	sem      chan struct{}
-	metrics  *Metrics
-	log      *slog.Logger
-	observe  func(Answer)
+	// perCluster is MaxInFlightPerCluster; bySem holds each cluster's slots.
+	perCluster int
+	bySem      sync.Map // cluster name -> chan struct{}
+	metrics    *Metrics
+	log        *slog.Logger
+	observe    func(Answer)
 
 	mu       sync.Mutex // guards stopping and wg.Add against Run's wg.Wait
 	stopping bool
@@ -152,8 +160,8 @@ func New(cfg Config) (*Dispatcher, error) {
 	}
 	hard, stop := context.WithCancel(context.Background())
 	return &Dispatcher{clusters: cfg.Clusters, sweeps: cfg.Sweeps, defaults: defaults, timeout: cfg.ExecuteTimeout,
-		grace: cfg.StopGrace, sem: make(chan struct{}, cfg.MaxInFlight), metrics: cfg.Metrics, log: cfg.Logger, observe: cfg.Observe,
-		hard: hard, stopHard: stop}, nil
+		grace: cfg.StopGrace, sem: make(chan struct{}, cfg.MaxInFlight), perCluster: min(cfg.MaxInFlightPerCluster, cfg.MaxInFlight),
+		metrics: cfg.Metrics, log: cfg.Logger, observe: cfg.Observe, hard: hard, stopHard: stop}, nil
 }
 
 // Metrics returns the dispatcher's metrics.
@@ -223,11 +231,6 @@ func (d *Dispatcher) dispatch(ctx context.Context, req Request) Answer {
 	if r := req.Revision; r != nil {
 		resp.Namespace, resp.ReplicaSet, resp.Revision = r.Namespace, "", string(r.Kind)+"/"+r.Name
 	}
-	release, err := d.acquire(ctx, req.Path)
-	if err != nil {
-		return answer(resp, err)
-	}
-	defer release()
 	name := req.Event.Cluster
 	if req.Revision != nil {
 		name = req.Revision.Cluster
@@ -239,6 +242,11 @@ func (d *Dispatcher) dispatch(ctx context.Context, req Request) Answer {
 	if err != nil {
 		return answer(resp, err)
 	}
+	release, err := d.acquire(ctx, req.Path, att.Cluster())
+	if err != nil {
+		return answer(resp, err)
+	}
+	defer release()
 	ctx, cancel := d.workContext(ctx)
 	defer cancel()
 	if req.Revision != nil {
@@ -309,7 +317,9 @@ func cause(ctx context.Context, err error) error {
 	return err
 }
 
-func (d *Dispatcher) acquire(ctx context.Context, path Path) (func(), error) {
+// acquire takes a slot of cluster's (with MaxInFlightPerCluster), then a shared one:
+// an event waiting for its cluster's slot holds none of the shared ones.
+func (d *Dispatcher) acquire(ctx context.Context, path Path, cluster string) (func(), error) {
 	d.mu.Lock()
 	if d.stopping {
 		d.mu.Unlock()
@@ -317,7 +327,17 @@ func (d *Dispatcher) acquire(ctx context.Context, path Path) (func(), error) {
 	}
 	d.wg.Add(1)
 	d.mu.Unlock()
-	if err := d.slot(ctx, path); err != nil {
+	own := d.clusterSlots(cluster)
+	if own != nil {
+		if err := d.slot(ctx, path, own, fmt.Sprintf("limit %d for cluster %q", cap(own), cluster)); err != nil {
+			d.wg.Done()
+			return nil, err
+		}
+	}
+	if err := d.slot(ctx, path, d.sem, fmt.Sprintf("limit %d", cap(d.sem))); err != nil {
+		if own != nil {
+			<-own
+		}
 		d.wg.Done()
 		return nil, err
 	}
@@ -325,21 +345,38 @@ func (d *Dispatcher) acquire(ctx context.Context, path Path) (func(), error) {
 	return func() {
 		d.metrics.inFlight.Dec()
 		<-d.sem
+		if own != nil {
+			<-own
+		}
 		d.wg.Done()
 	}, nil
 }
 
-func (d *Dispatcher) slot(ctx context.Context, path Path) error {
+// clusterSlots returns cluster's slots, or nil without MaxInFlightPerCluster.
+func (d *Dispatcher) clusterSlots(cluster string) chan struct{} {
+	if d.perCluster <= 0 {
+		return nil
+	}
+	if c, ok := d.bySem.Load(cluster); ok {
+		return c.(chan struct{})
+	}
+	c, _ := d.bySem.LoadOrStore(cluster, make(chan struct{}, d.perCluster))
+	return c.(chan struct{})
+}
+
+// slot takes one of sem's slots: at once or ErrBusy for a pushed event, waiting while
+// ctx lives for a pulled one.
+func (d *Dispatcher) slot(ctx context.Context, path Path, sem chan struct{}, limit string) error {
 	select {
-	case d.sem <- struct{}{}:
+	case sem <- struct{}{}:
 		return nil
 	default:
 	}
 	if !path.pull() {
-		return fmt.Errorf("%w (limit %d); retry later", ErrBusy, cap(d.sem))
+		return fmt.Errorf("%w (%s); retry later", ErrBusy, limit)
 	}
 	select {
-	case d.sem <- struct{}{}:
+	case sem <- struct{}{}:
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("waiting for a free slot: %w", context.Cause(ctx))

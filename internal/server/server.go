@@ -109,6 +109,20 @@ type Server struct {
 	prof     *profiling
 }
 
+// perClusterInFlight is the dispatcher's bound for one cluster: half the slots when
+// serving several clusters, so a member that hangs leaves the others half of them
+// (docs/design.md, "Answers"); none with one cluster.
+func (o Options) perClusterInFlight() int {
+	if o.Clusters == nil {
+		return 0
+	}
+	n := o.MaxInFlight
+	if n <= 0 {
+		n = dispatch.DefaultMaxInFlight
+	}
+	return max(1, n/2)
+}
+
 // New builds the whole service from o: the cluster registry (one cluster from cfg, or
 // o.Clusters), the dispatcher, the sweepers, the EventBus subscription and both
 // servers, and binds the listeners so that addresses are known and port conflicts fail
@@ -143,8 +157,8 @@ func New(cfg *rest.Config, o Options) (*Server, error) {
 	}
 	s.sweepers = &sweepers{reg: s.reg, by: map[string]liveSweeper{}, periodic: o.Ingress.GC.Interval > 0}
 	s.d, err = dispatch.New(dispatch.Config{Clusters: s.reg, Sweeps: s.sweepers, Defaults: &s.spec,
-		MaxInFlight: o.MaxInFlight, ExecuteTimeout: o.ExecuteTimeout, StopGrace: o.ShutdownTimeout, Metrics: metrics, Logger: s.log,
-		Observe: newOptInNotes(s.log).observe})
+		MaxInFlight: o.MaxInFlight, MaxInFlightPerCluster: o.perClusterInFlight(), ExecuteTimeout: o.ExecuteTimeout,
+		StopGrace: o.ShutdownTimeout, Metrics: metrics, Logger: s.log, Observe: newOptInNotes(s.log).observe})
 	if err != nil {
 		return nil, err
 	}
