@@ -125,7 +125,7 @@ func (o *GCOptions) AddFlags(fs *pflag.FlagSet) {
 	addDryRunFlag(fs, &o.DryRun, "deletes and repairs")
 	addOutputFlag(fs, &o.Output, gcOutputs...)
 	fs.DurationVar(&o.MinAge, "gc-min-age", o.MinAge, "grace period: revisions younger than this are kept")
-	fs.IntVar(&o.Keep, "gc-keep", o.Keep, "keep the newest N unreferenced revisions of each family")
+	fs.IntVar(&o.Keep, "gc-keep", o.Keep, "keep the newest N unreferenced revisions of each family (its ConfigMaps and its Secrets each)")
 	fs.BoolVar(&o.BlockOwnerDeletion, "block-owner-deletion", o.BlockOwnerDeletion, "set blockOwnerDeletion on ownerReferences added by repairs")
 	addLogFlags(fs, &o.LogLevel, &o.LogFormat, &o.Verbose)
 }

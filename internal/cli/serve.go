@@ -122,7 +122,7 @@ func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.EventBusMaxDeliver, "eventbus-max-deliver", o.EventBusMaxDeliver, "deliveries of one EventBus message before a still-transient failure is given up (terminated, counted in configmap_attacher_events_given_up_total)")
 	fs.DurationVar(&o.GCInterval, "gc-interval", o.GCInterval, "run the orphan sweep of every served cluster this often (0: off; e.g. 10m)")
 	fs.DurationVar(&o.GCMinAge, "gc-min-age", o.GCMinAge, "grace period: never collect a revision younger than this")
-	fs.IntVar(&o.GCKeep, "gc-keep", o.GCKeep, "keep the newest N unreferenced revisions of each family")
+	fs.IntVar(&o.GCKeep, "gc-keep", o.GCKeep, "keep the newest N unreferenced revisions of each family (its ConfigMaps and its Secrets each)")
 	fs.StringVar(&o.GCDryRun, "gc-dry-run", o.GCDryRun, `the sweep's dry run: "none" deletes, "client" logs what would go, "server" sends the deletes with dryRun=All; true and false are client and none`)
 	fs.Lookup("gc-dry-run").NoOptDefVal = DryRunClient
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "elect one sweeper among the replicas, per cluster, on a Lease in the default cluster (use with replicas > 1)")

@@ -187,7 +187,9 @@ func PlanNamespace(s *Snapshot, o Options) (*Plan, error) {
 		refBy []*Workload
 	}
 	ws := make([]work, len(s.Revisions))
-	fams := map[string][]*work{}
+	// keep-N ranks each kind of a family apart: a ConfigMap and a Secret are never
+	// revisions of one config, however they are labelled.
+	fams := map[objKey][]*work{}
 	for i := range s.Revisions {
 		r := &s.Revisions[i]
 		it := Item{Namespace: s.Namespace, Kind: r.Kind, Name: r.Name, UID: r.UID, ResourceVersion: r.ResourceVersion,
@@ -204,7 +206,8 @@ func PlanNamespace(s *Snapshot, o Options) (*Plan, error) {
 		}
 		ws[i] = work{rev: r, item: it, refBy: refBy}
 		if len(refBy) == 0 && !r.Deleting {
-			fams[it.Family] = append(fams[it.Family], &ws[i])
+			k := objKey{r.Kind, it.Family}
+			fams[k] = append(fams[k], &ws[i])
 		}
 	}
 	for _, members := range fams {

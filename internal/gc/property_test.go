@@ -207,7 +207,7 @@ func oracle(s *Snapshot, o Options, r *Revision) []string {
 	newerCount := 0
 	for i := range s.Revisions {
 		x := &s.Revisions[i]
-		if x == r || x.Deleting || isReferenced(s, x) || FamilyOf(x, byUID) != fam {
+		if x == r || x.Kind != r.Kind || x.Deleting || isReferenced(s, x) || FamilyOf(x, byUID) != fam {
 			continue
 		}
 		if x.Created.After(r.Created) || (x.Created.Equal(r.Created) && x.Name > r.Name) {
