@@ -118,7 +118,7 @@ func TestPlanNamespace(t *testing.T) {
 			rev("a-cm-1", 5*time.Hour, family("a")), rev("a-cm-2", 4*time.Hour, family("a")),
 			rev("a-sec-1", 3*time.Hour, family("a"), func(r *Revision) { r.Kind = core.KindSecret }),
 			rev("a-sec-2", 2*time.Hour, family("a"), func(r *Revision) { r.Kind = core.KindSecret })),
-			want: map[string]Decision{"a-cm-1": Delete, "a-cm-2": Keep, "a-sec-1": Delete, "a-sec-2": Keep},
+			want:   map[string]Decision{"a-cm-1": Delete, "a-cm-2": Keep, "a-sec-1": Delete, "a-sec-2": Keep},
 			reason: map[string]string{"a-cm-2": "newest unreferenced #1", "a-sec-2": "newest unreferenced #1"}},
 		{name: "keep 0 deletes every old orphan", snap: snapshot(nil, rev("a-1", 3*time.Hour, family("a")), rev("a-2", 2*time.Hour, family("a"))),
 			opts: Options{MinAge: time.Hour, Keep: 0, Now: t0}, want: map[string]Decision{"a-1": Delete, "a-2": Delete}},
