@@ -56,6 +56,14 @@ type AttachOptions struct {
 	legacy bool
 }
 
+// flag spells a flag as the form in use does: -name in the old Job's, --name otherwise.
+func (o *AttachOptions) flag(name string) string {
+	if o.legacy {
+		return "-" + name
+	}
+	return "--" + name
+}
+
 // DefaultAttachOptions returns the defaults shared by both forms.
 func DefaultAttachOptions() AttachOptions {
 	return AttachOptions{Timeout: 5 * time.Minute, Interval: time.Second, Output: OutputText, DryRun: DryRunNone, Discover: true,
@@ -121,7 +129,7 @@ func (o *AttachOptions) Validate() (kind, name string, opts core.Options, err er
 		return "", "", opts, usagef("--cluster: attach works in one cluster, got %d", len(o.Clusters))
 	}
 	if o.Timeout <= 0 {
-		return "", "", opts, usagef("--timeout must be positive")
+		return "", "", opts, usagef("%s must be positive", o.flag("timeout"))
 	}
 	spec := map[string]string{
 		core.SpecConfigMaps: o.ConfigMaps, core.SpecSecrets: o.Secrets, core.SpecSelector: o.Selector,
@@ -132,7 +140,7 @@ func (o *AttachOptions) Validate() (kind, name string, opts core.Options, err er
 	if err != nil {
 		var fe *core.FieldError
 		if errors.As(err, &fe) {
-			return "", "", opts, usagef("--%s: %s", flagName(fe.Field), fe.Msg)
+			return "", "", opts, usagef("%s: %s", o.flag(flagName(fe.Field)), fe.Msg)
 		}
 		return "", "", opts, usageError{err}
 	}

@@ -70,3 +70,24 @@ func TestLegacyBadConfigMapNamesAreUsageErrors(t *testing.T) {
 		})
 	}
 }
+
+// The old Job's form is answered in its own spelling: its errors name -configmaps and
+// -timeout as its users typed them, where attach's name --configmaps and --timeout.
+func TestLegacyErrorsSpellFlagsWithOneDash(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"old form, bad list", []string{"-rollout", "app", "-namespace", "default", "-configmaps", "a/b"}, "error: -configmaps: "},
+		{"old form, zero timeout", []string{"-rollout", "app", "-namespace", "default", "-configmaps", "a", "-timeout", "0s"}, "error: -timeout must be positive"},
+		{"attach, bad list", []string{"attach", "--rollout", "app", "-n", "default", "--configmaps", "a/b"}, "error: --configmaps: "},
+		{"attach, zero timeout", []string{"attach", "--rollout", "app", "-n", "default", "--configmaps", "a", "--timeout", "0s"}, "error: --timeout must be positive"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := run(context.Background(), tc.args...)
+			assert.Equal(t, 2, code, "stdout %s\nstderr %s", out, errOut)
+			assert.Contains(t, errOut, tc.want)
+		})
+	}
+}
