@@ -38,7 +38,7 @@ lint: ## go vet + gofmt check
 	cd deploy/test && GOFLAGS=-mod=mod $(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-run: tools-controlplane build ## run the service on the embedded default (local control plane + NATS + every ingress path); ARGS="--way-in all" passes dev flags; Ctrl-C stops
+run: tools-controlplane build ## run the service on the embedded default (local control plane + NATS; gRPC, HTTP and the watcher); ARGS="--way-in all" passes dev flags; Ctrl-C stops
 	$(BIN)/configmap-attacher-dev dev $(ARGS)
 
 demo: tools-controlplane build ## a scripted canary on the embedded default, printed as a timeline; exit 0 only if every step held
@@ -73,7 +73,7 @@ FUZZ_TIME ?= 10m
 
 .PHONY: fuzz fuzz-short
 
-fuzz-short: ## a short fuzz run of every decoder ($(FUZZ_SHORT) each; part of make test)
+fuzz-short: ## a short fuzz run of every decoder (10 s each, FUZZ_SHORT; part of make test)
 	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
 	  echo "fuzz $$pkg $$fn ($(FUZZ_SHORT))"; \
 	  $(GO) test -short -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZ_SHORT) $$pkg || exit 1; done
