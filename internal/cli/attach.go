@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
@@ -257,6 +258,9 @@ func (o *AttachOptions) Run(ctx context.Context, s *Streams) error {
 	waitCtx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	rs, note, err := o.waitForOwner(waitCtx, log, s, clients, kind, ns, name, opts)
+	if nf := (notFoundError{}); errors.As(err, &nf) {
+		return err // it names the workload itself
+	}
 	if err != nil {
 		return fmt.Errorf("%s %s/%s: %w", kind, ns, name, err)
 	}
@@ -305,6 +309,9 @@ func (o *AttachOptions) connect(ctx context.Context) (*kube.Clients, string, err
 	if err != nil {
 		return nil, "", err
 	}
+	if err := reachable(ctx, clients.Kube, cfg.Host); err != nil {
+		return nil, "", err
+	}
 	return clients, ns, checkNamespace(ctx, clients.Kube, ns)
 }
 
@@ -346,6 +353,10 @@ func serverDryRunOutcomes(res *core.Result) {
 // progressEvery is how often a waiting attach says on stderr what it still waits for.
 var progressEvery = 5 * time.Second
 
+// listedSettle is how long after a listed object's creation attach still waits for a
+// spec that uses it (core.ListedOwnerWait.Settle).
+var listedSettle = core.DefaultSettle
+
 // waitForOwner waits for the ReplicaSet to attach to: with listed names, the one their
 // pod template uses, never an older one (safety rule 10, core.ListedOwnerWait); without,
 // the workload's current ReplicaSet. Every progressEvery it says on stderr what it still
@@ -364,11 +375,14 @@ func (o *AttachOptions) waitForOwner(ctx context.Context, log *slog.Logger, s *S
 	log.Info("waiting for the ReplicaSet to attach to", "kind", kind, "namespace", ns, "name", name, "listed", len(listed), "timeout", o.Timeout)
 	start := time.Now()
 	w := core.ListedOwnerWait{Client: clients.Kube, Dynamic: clients.Dynamic, Metadata: clients.Metadata, Interval: o.Interval,
-		ProgressEvery: progressEvery, Progress: func(missing string) {
+		Settle: listedSettle, Now: clients.Clock.Now, ProgressEvery: progressEvery, Progress: func(missing string) {
 			fmt.Fprintf(s.Err, "waiting for %s %s/%s (%s of %s): %s%s\n", kind, ns, name,
 				time.Since(start).Round(time.Second), o.Timeout, missing, nameHints(ctx, clients, kind, ns, name, listed))
 		}}
 	rs, hash, err := w.ReplicaSetFor(ctx, kind, ns, name, listed)
+	if errors.Is(err, core.ErrWaitCannotHelp) && apierrors.IsNotFound(err) {
+		return nil, "", workloadNotFound(ctx, clients, kind, ns, name, err)
+	}
 	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		// The final error says what the progress lines said, the closest names too.
 		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)

@@ -180,7 +180,7 @@ func TestExitCodes(t *testing.T) {
 		{"legacy unknown flag", []string{"-rollout", "r", "-namespace", ns, "-bogus"}, 2, "bogus"},
 		{"attach without a workload", []string{"attach", "--kubeconfig", kcfg, "-n", ns}, 2, "exactly one of"},
 		{"attach with a bad name", []string{"attach", "--kubeconfig", kcfg, "-n", ns, "--replicaset", "x-1", "--configmaps", "other/x"}, 2, "cross-namespace"},
-		{"attach a missing ReplicaSet times out", []string{"attach", "--kubeconfig", kcfg, "-n", ns, "--replicaset", "nope", "--timeout", "2s"}, 1, "timed out"},
+		{"attach a missing ReplicaSet fails at once", []string{"attach", "--kubeconfig", kcfg, "-n", ns, "--replicaset", "nope"}, 1, "ReplicaSet " + ns + "/nope not found"},
 		{"legacy with a missing ConfigMap", []string{"-rollout", "r", "-namespace", ns, "-configmaps", "nope", "-kubeconfig", kcfg, "-timeout", "2s"}, 1, ""},
 		{"unknown command", []string{"frobnicate"}, 2, "unknown command"},
 		{"attach json", []string{"attach", "--kubeconfig", kcfg, "-n", ns, "--replicaset", "x-1", "--configmaps", "x-config", "-o", "json"}, 0, ""},

@@ -2,9 +2,13 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/kube"
@@ -12,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -40,6 +45,63 @@ func checkNamespace(ctx context.Context, kc kubernetes.Interface, ns string) err
 		}
 	}
 	return notFoundError{msg}
+}
+
+// firstContact bounds how long a one-shot command that waits (attach, the old Job's
+// form) retries an apiserver that gives no answer at all before it fails: long enough
+// for a sidecar proxy that starts after the Job's container, far below --timeout.
+var firstContact = 10 * time.Second
+
+// reachable fails when the apiserver at host gives no answer (connection refused, no
+// route, DNS, TLS) within firstContact: waiting for a ReplicaSet cannot help then. Any
+// answer, even a refusal (401, 403, 5xx), counts: the calls that follow report it.
+func reachable(ctx context.Context, kc kubernetes.Interface, host string) error {
+	cctx, cancel := context.WithTimeout(ctx, firstContact)
+	defer cancel()
+	var last error
+	err := wait.PollUntilContextCancel(cctx, time.Second, true, func(cctx context.Context) (bool, error) {
+		_, last = kc.Discovery().RESTClient().Get().AbsPath("/version").Do(cctx).Raw()
+		var status apierrors.APIStatus
+		switch {
+		case last == nil || errors.As(last, &status):
+			return true, nil
+		case networkError(last) && ctx.Err() == nil:
+			return false, nil // retried until firstContact
+		}
+		return false, last
+	})
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case last == nil:
+		last = err
+	}
+	return fmt.Errorf("cannot reach the apiserver %s: %w", host, last)
+}
+
+// networkError reports whether err, under the url.Error every request failure comes
+// in, is a network error (refused, unreachable, DNS, a timeout), which a moment may fix,
+// rather than a TLS or configuration error, which it will not.
+func networkError(err error) bool {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// workloadNotFound is the error of a one-shot command whose workload does not exist
+// (err, a NotFound): named, with the closest existing name, at once.
+func workloadNotFound(ctx context.Context, c *kube.Clients, kind, ns, name string, err error) error {
+	msg := fmt.Sprintf("%s %s/%s not found", kind, ns, name)
+	if strings.Contains(err.Error(), "could not find the requested resource") {
+		gvr, _ := workloadGVR(kind)
+		return notFoundError{fmt.Sprintf("%s: the apiserver does not serve %s (is its CRD installed?)", msg, gvr.GroupResource())}
+	}
+	return notFoundError{msg + nameHints(ctx, c, kind, ns, name, nil)}
 }
 
 // suggest returns the candidate closest to word within a small edit distance (as

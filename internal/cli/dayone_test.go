@@ -102,6 +102,7 @@ func TestFirstHourFailsFastAndTellsTheTruth(t *testing.T) {
 	testfix.CreateReplicaSet(t, kc, ns, "web-1", "web-config")
 	_, err := kc.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "web-config"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
+	createRolloutWithoutStatus(t, cp, ns, "web", "web-config") // its controller never observes it: a wait
 	kcfg := cp.Kubeconfig()
 	defer cli.SetProgressEvery(50 * time.Millisecond)()
 	legacyEnv := map[string]string{"KUBECONFIG": kcfg, "IS_IN_CLUSTER": "false"}
@@ -121,14 +122,14 @@ func TestFirstHourFailsFastAndTellsTheTruth(t *testing.T) {
 			args:     []string{"status", "--kubeconfig", kcfg, "-n", typo},
 			wantCode: 1, wantErr: []string{`namespace "` + typo + `" not found`}, errLines: 1, emptyOut: true},
 		{name: "a wait says on stderr what is still missing",
-			args:     []string{"attach", "--kubeconfig", kcfg, "-n", ns, "--replicaset", "web-2", "--timeout", "2s"},
-			wantCode: 1, wantErr: []string{"waiting for ReplicaSet " + ns + "/web-2 (", `"web-2" not found`, `did you mean ReplicaSet "web-1"?`, "timed out"}},
+			args:     []string{"attach", "--kubeconfig", kcfg, "-n", ns, "--rollout", "web", "--configmaps", "web-confg", "--timeout", "2s"},
+			wantCode: 1, wantErr: []string{"waiting for Rollout " + ns + "/web (", "not yet observed", `did you mean ConfigMap "web-config"?`, "timed out"}},
 		{name: "a wait that times out names the closest name in its final error",
-			args:     []string{"attach", "--kubeconfig", kcfg, "-n", ns, "--replicaset", "web-2", "--timeout", "1s"},
-			wantCode: 1, wantLast: `did you mean ReplicaSet "web-1"?`},
+			args:     []string{"attach", "--kubeconfig", kcfg, "-n", ns, "--rollout", "web", "--configmaps", "web-confg", "--timeout", "1s"},
+			wantCode: 1, wantLast: `did you mean ConfigMap "web-config"?`},
 		{name: "the old form says what it still waits for",
-			args: []string{"-rollout", "nope", "-namespace", ns, "-configmaps", "web-config", "-timeout", "2s"}, env: legacyEnv,
-			wantCode: 1, wantErr: []string{"waiting for Rollout " + ns + "/nope (", "timed out"}},
+			args: []string{"-rollout", "web", "-namespace", ns, "-configmaps", "web-config", "-timeout", "2s"}, env: legacyEnv,
+			wantCode: 1, wantErr: []string{"waiting for Rollout " + ns + "/web (", "timed out"}},
 		{name: "attach fails when a ConfigMap named on the command line does not exist",
 			args:     []string{"attach", "--kubeconfig", kcfg, "-n", ns, "--replicaset", "web-1", "--configmaps", "web-config,nope"},
 			wantCode: 1, wantOut: []string{"nope", "missing"}, wantErr: []string{"ConfigMap " + ns + "/nope not found (named on the command line)"}, errLines: 1},
@@ -161,6 +162,7 @@ func TestFirstHourFailsFastAndTellsTheTruth(t *testing.T) {
 func TestInterruptedWaitSaysSoAndExitsWithTheSignalsCode(t *testing.T) {
 	cp := controlplane.Require(t, sharedCP)
 	ns := newNamespace(t, cp)
+	createRolloutWithoutStatus(t, cp, ns, "web", "web-config")
 	defer cli.SetProgressEvery(50 * time.Millisecond)()
 	for _, tc := range []struct {
 		sig  syscall.Signal
@@ -173,11 +175,11 @@ func TestInterruptedWaitSaysSoAndExitsWithTheSignalsCode(t *testing.T) {
 			var out, errb testfix.SyncBuffer
 			done := make(chan int, 1)
 			go func() {
-				done <- cli.Main(ctx, []string{"attach", "--kubeconfig", cp.Kubeconfig(), "-n", ns, "--replicaset", "never", "--timeout", "10m"},
+				done <- cli.Main(ctx, []string{"attach", "--kubeconfig", cp.Kubeconfig(), "-n", ns, "--rollout", "web", "--timeout", "10m"},
 					cli.Streams{In: strings.NewReader(""), Out: &out, Err: &errb})
 			}()
 			controlplane.Eventually(t, 60*time.Second, "the command is waiting", func() error {
-				if !strings.Contains(errb.String(), "waiting for ReplicaSet") {
+				if !strings.Contains(errb.String(), "waiting for Rollout") {
 					return assert.AnError
 				}
 				return nil

@@ -117,6 +117,10 @@ The legacy one-shot Job form still works:
 		SuggestionsMinimumDistance: 2,
 	}
 	root.SetVersionTemplate(versionLine() + "\n")
+	// -v is verbose on every command, before the subcommand too (-v attach ...); defined
+	// here, it keeps cobra from making -v the shorthand of --version.
+	var verbose int
+	root.Flags().CountVarP(&verbose, "verbose", "v", "log at info on stderr (-vv: debug); a subcommand's own -v")
 	root.SetIn(s.In)
 	root.SetOut(s.Out)
 	root.SetErr(s.Err)
@@ -184,6 +188,9 @@ func exitCode(err error, stderr io.Writer) int {
 	var ue usageError
 	if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command") {
 		return ExitUsage
+	}
+	if errors.As(err, &missingConfigError{}) {
+		return ExitMissingConfig
 	}
 	return ExitFailure
 }

@@ -41,6 +41,9 @@ type StatusOptions struct {
 	// Logging: quiet unless -v or --log-level.
 	LogLevel, LogFormat string
 	Verbose             int
+	// ExitCode makes status exit ExitMissingConfig when a live workload references
+	// config that does not exist (status_exitcode.go).
+	ExitCode bool
 }
 
 // DefaultStatusOptions returns the defaults: text output, 2s watch interval, gc defaults.
@@ -57,10 +60,14 @@ func (o *StatusOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.MinAge, "gc-min-age", o.MinAge, "grace period used to classify orphans (as gc)")
 	fs.IntVar(&o.Keep, "gc-keep", o.Keep, "keep-N used to classify orphans (as gc)")
 	addLogFlags(fs, &o.LogLevel, &o.LogFormat, &o.Verbose)
+	fs.BoolVar(&o.ExitCode, "exit-code", o.ExitCode, "exit 3 when a live workload references config that does not exist (MISSING), for CI")
 }
 
 // Validate checks the options; errors are usage errors (exit 2).
 func (o *StatusOptions) Validate() (labels.Selector, error) {
+	if o.ExitCode && o.Watch {
+		return nil, usagef("--exit-code and --watch are exclusive")
+	}
 	if err := validOutput(&o.Output, statusOutputs...); err != nil {
 		return nil, err
 	}
@@ -84,6 +91,7 @@ without owning them; then the revisions referenced but not attached, and the orp
 (referenced by nothing, owned by nothing live) with what gc would do with them.
 
 Exit codes: 0 success, 1 failure (one-line reason on stderr), 2 usage error,
+3 with --exit-code: a live workload references config that does not exist (MISSING),
 130/143 interrupted by SIGINT/SIGTERM (docs/cli.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.Run(cmd.Context(), s) },
@@ -474,6 +482,7 @@ func (o *StatusOptions) Run(ctx context.Context, s *Streams) error {
 		}
 		return reps, nil
 	}
+	var missing []string // the MISSING config of the last render, for --exit-code
 	render := func() ([]byte, error) {
 		perCluster := make([][]StatusReport, len(targets))
 		idx := make([]int, len(targets))
@@ -488,6 +497,7 @@ func (o *StatusOptions) Run(ctx context.Context, s *Streams) error {
 		if failed != nil && !multi {
 			return nil, errs[0] // the single cluster's own error, without a cluster prefix
 		}
+		missing = missingConfig(perCluster, multi)
 		var buf bytes.Buffer
 		reps := []StatusReport{}
 		now := time.Now()
@@ -528,6 +538,9 @@ func (o *StatusOptions) Run(ctx context.Context, s *Streams) error {
 		return err
 	}
 	if !o.Watch {
+		if o.ExitCode {
+			return exitCodeResult(failed, missing)
+		}
 		return failed
 	}
 	if failed != nil {

@@ -30,6 +30,8 @@ type rolloutState struct {
 	generation, observed int64
 	hash                 string
 	annotations          map[string]string
+	specMounts           string // the ConfigMap the Rollout's spec.template mounts, if any
+	missing              bool   // no Rollout at all
 	replicaSets          map[string]rsState
 	configMaps           map[string]time.Time // name -> creation time
 }
@@ -46,6 +48,13 @@ func (s rolloutState) wait() (core.ListedOwnerWait, func(hash string) types.UID)
 		"status":   map[string]any{"observedGeneration": strconv.FormatInt(s.observed, 10), "currentPodHash": s.hash},
 	}}
 	ro.SetAnnotations(s.annotations)
+	if s.specMounts != "" {
+		tmpl, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ptr(podTemplate("app", s.specMounts)))
+		if err != nil {
+			panic(err)
+		}
+		ro.Object["spec"] = map[string]any{"template": tmpl}
+	}
 	var objs []runtime.Object
 	for hash, rs := range s.replicaSets {
 		tmpl := podTemplate("app", rs.mounts)
@@ -64,10 +73,14 @@ func (s rolloutState) wait() (core.ListedOwnerWait, func(hash string) types.UID)
 		metas = append(metas, &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop", CreationTimestamp: metav1.NewTime(created)}})
 	}
+	var rollouts []runtime.Object
+	if !s.missing {
+		rollouts = append(rollouts, ro)
+	}
 	dc := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{core.RolloutGVR: "RolloutList"}, ro)
+		map[schema.GroupVersionResource]string{core.RolloutGVR: "RolloutList"}, rollouts...)
 	return core.ListedOwnerWait{Client: fake.NewClientset(objs...), Dynamic: dc, Metadata: metadatafake.NewSimpleMetadataClient(scheme, metas...),
-		Interval: 10 * time.Millisecond}, func(hash string) types.UID { return types.UID("rs-" + hash) }
+		Interval: 10 * time.Millisecond, Now: func() time.Time { return t0.Add(30 * time.Second) }}, func(hash string) types.UID { return types.UID("rs-" + hash) }
 }
 
 // Rule 10 for Rollouts (the Rollouts-controller proof runs once the real controller is
@@ -83,6 +96,10 @@ func TestListedOwnerWaitRollout(t *testing.T) {
 		listed   []string
 		wantHash string // empty: still waiting at the deadline
 		wantWhy  string // in the timeout error, or in the fallback note
+		// later is how long after t0+30s the command runs; never: it fails at once
+		// (ErrWaitCannotHelp), without waiting or progress.
+		later time.Duration
+		never bool
 	}{
 		{name: "the new spec is not applied: the old ReplicaSet is never taken",
 			state:  rolloutState{generation: 1, observed: 1, hash: "5b6d", replicaSets: old, configMaps: cms},
@@ -99,6 +116,21 @@ func TestListedOwnerWaitRollout(t *testing.T) {
 		{name: "a name no template uses, older than the current ReplicaSet: the current one, said",
 			state:  rolloutState{generation: 1, observed: 1, hash: "5b6d", replicaSets: old, configMaps: cms},
 			listed: []string{"runtime"}, wantHash: "5b6d", wantWhy: "as the old Job did"},
+		{name: "a newer name no template uses, created within Settle: the spec may still come",
+			state:  rolloutState{generation: 1, observed: 1, hash: "5b6d", replicaSets: old, configMaps: cms},
+			listed: []string{"app-config-2"}, later: core.DefaultSettle - 31*time.Second, wantWhy: "waiting for the workload's new spec"},
+		{name: "a newer name no template uses, created longer than Settle ago: nothing will change",
+			state:  rolloutState{generation: 1, observed: 1, hash: "5b6d", replicaSets: old, configMaps: cms},
+			listed: []string{"app-config-2"}, later: core.DefaultSettle, never: true, wantWhy: "neither that ReplicaSet, the Rollout's spec nor an annotation uses it"},
+		{name: "one listed name that can never belong fails at once, whatever the others wait for",
+			state:  rolloutState{generation: 1, observed: 1, hash: "5b6d", replicaSets: old, configMaps: cms},
+			listed: []string{"app-config-3", "app-config-2"}, later: time.Hour, never: true, wantWhy: "app-config-2"},
+		{name: "the Rollout's spec uses it, its ReplicaSet is not there yet (workloadRef): waited for, however old",
+			state:  rolloutState{generation: 1, observed: 1, hash: "5b6d", replicaSets: old, configMaps: cms, specMounts: "app-config-2"},
+			listed: []string{"app-config-2"}, later: time.Hour, wantWhy: "the Rollout's spec uses ConfigMap app-config-2"},
+		{name: "a Rollout that does not exist fails at once",
+			state:  rolloutState{missing: true, configMaps: cms},
+			listed: []string{"app-config-2"}, never: true, wantWhy: "not found"},
 		{name: "a name the Rollout's annotation lists counts as used",
 			state: rolloutState{generation: 1, observed: 1, hash: "5b6d", replicaSets: old, configMaps: cms,
 				annotations: map[string]string{core.AnnotationConfigMaps: "app-config-2"}},
@@ -107,6 +139,7 @@ func TestListedOwnerWaitRollout(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			w, uid := tc.state.wait()
+			w.Now = func() time.Time { return t0.Add(30*time.Second + tc.later) }
 			var progress []string
 			w.ProgressEvery, w.Progress = 20*time.Millisecond, func(m string) { progress = append(progress, m) }
 			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
@@ -116,6 +149,14 @@ func TestListedOwnerWaitRollout(t *testing.T) {
 				listed = append(listed, core.Ref{Kind: core.KindConfigMap, Name: n})
 			}
 			rs, note, err := w.ReplicaSetFor(ctx, core.RolloutKind, "shop", "app", listed)
+			if tc.never {
+				require.ErrorIs(t, err, core.ErrWaitCannotHelp)
+				assert.NotErrorIs(t, err, core.ErrNotReady)
+				assert.Contains(t, err.Error(), tc.wantWhy)
+				assert.NoError(t, ctx.Err(), "failed before the deadline")
+				assert.Empty(t, progress, "no wait")
+				return
+			}
 			if tc.wantHash == "" {
 				require.Error(t, err)
 				assert.ErrorIs(t, err, core.ErrNotReady)

@@ -83,7 +83,8 @@ func (p *player) wait(ctx context.Context, what string, cond func() error) error
 }
 
 // Run plays the canary in a new namespace of the cluster kc and dc reach. It writes the
-// timeline to out and returns nil only if every step held.
+// timeline to out and returns nil only if every step held; its last line is DEMO PASSED,
+// DEMO FAILED (a step did not hold) or DEMO INTERRUPTED (ctx ended: Ctrl-C).
 func Run(ctx context.Context, kc kubernetes.Interface, dc dynamic.Interface, out io.Writer, opts Options) error {
 	if opts.Namespace == "" {
 		opts.Namespace = "demo"
@@ -93,7 +94,12 @@ func Run(ctx context.Context, kc kubernetes.Interface, dc dynamic.Interface, out
 	}
 	p := &player{kc: kc, dc: dc, out: out, ns: opts.Namespace, start: time.Now(), timeout: opts.StepTimeout}
 	err := p.play(ctx)
-	if err != nil {
+	switch {
+	case err != nil && ctx.Err() != nil:
+		// Ctrl-C: no step failed; the command exits 130 (SIGINT) or 143 (SIGTERM).
+		fmt.Fprintf(out, "\nDEMO INTERRUPTED after %d steps (%v)\n", p.steps, context.Cause(ctx))
+		return err
+	case err != nil:
 		fmt.Fprintf(out, "\nDEMO FAILED after %d steps: %v\n", p.steps, err)
 		return err
 	}

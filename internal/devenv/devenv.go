@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -96,6 +97,9 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 	if o.WayIn == "" {
 		o.WayIn = WayInWatcher
 	}
+	if err := portsFree(o.GRPCAddr, o.HTTPAddr); err != nil {
+		return nil, err
+	}
 	e := &Env{opts: o}
 	defer func() {
 		if err != nil {
@@ -136,6 +140,27 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 		return nil, err
 	}
 	return e, nil
+}
+
+// ErrPortTaken means a listen address of the service is in use (a second make run).
+var ErrPortTaken = errors.New("port taken")
+
+// portsFree fails at once when a listen address is in use, before the control plane
+// starts (a second make run would otherwise start one and then fail): the error says how
+// to run a second one.
+func portsFree(addrs ...string) error {
+	for _, a := range addrs {
+		l, err := net.Listen("tcp", a)
+		if err != nil {
+			return fmt.Errorf("%w: %s is in use (is another make run running?): %w; stop it, or run this one on free ports: "+
+				"make run ARGS=\"--grpc-addr 127.0.0.1:0 --http-addr 127.0.0.1:0\" "+
+				"(./bin/configmap-attacher-dev dev --grpc-addr 127.0.0.1:0 --http-addr 127.0.0.1:0)", ErrPortTaken, a, err)
+		}
+		if err := l.Close(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Ingress is what the embedded default runs next to gRPC and HTTP: the way in of
