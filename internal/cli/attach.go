@@ -173,7 +173,10 @@ func newAttachCommand(s *Streams) *cobra.Command {
 it as an owner of every listed ConfigMap/Secret and every opted-in one its pod
 template references. Existing owners are kept. With listed names it waits for the
 ReplicaSet whose pod template uses them, never attaching them to an older one
-(names no template uses go to the current ReplicaSet, as the old Job did).
+(names no template uses go to the current ReplicaSet, as the old Job did). Where
+waiting cannot help it fails at once: an apiserver that does not answer, a workload
+that does not exist, a listed name newer than the current ReplicaSet that no spec
+uses once the controller has caught up (docs/safety.md).
 
 Exit codes: 0 success, 1 failure (one-line reason on stderr), 2 usage error,
 130/143 interrupted by SIGINT/SIGTERM (docs/cli.md).`,
