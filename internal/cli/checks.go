@@ -60,15 +60,19 @@ func reachable(ctx context.Context, kc kubernetes.Interface, host string) error 
 	defer cancel()
 	var last error
 	err := wait.PollUntilContextCancel(cctx, time.Second, true, func(cctx context.Context) (bool, error) {
-		_, last = kc.Discovery().RESTClient().Get().AbsPath("/version").Do(cctx).Raw()
+		_, err := kc.Discovery().RESTClient().Get().AbsPath("/version").Do(cctx).Raw()
 		var status apierrors.APIStatus
 		switch {
-		case last == nil || errors.As(last, &status):
+		case err == nil || errors.As(err, &status):
 			return true, nil
-		case networkError(last) && ctx.Err() == nil:
+		case last != nil && cctx.Err() != nil, strings.Contains(err.Error(), "would exceed context deadline"):
+			return false, nil // cut short by firstContact's deadline: keep the last real reason
+		}
+		last = err
+		if networkError(err) && ctx.Err() == nil {
 			return false, nil // retried until firstContact
 		}
-		return false, last
+		return false, err
 	})
 	switch {
 	case err == nil:
