@@ -1,6 +1,7 @@
 package deploytest
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"maps"
@@ -22,19 +23,20 @@ import (
 
 // kustomizeCLI runs the repository's own kustomize binary (make tools: bin/kustomize,
 // the one Argo CD's repo-server runs in internal/argocd) on dir: kustomize build DIR.
-func kustomizeCLI(t *testing.T, dir string) []*unstructured.Unstructured {
+func kustomizeCLI(t *testing.T, build string) []*unstructured.Unstructured {
 	t.Helper()
-	bin := filepath.Join(repoRoot(t), "bin", "kustomize")
+	dir := cmp.Or(os.Getenv("CONFIGMAP_ATTACHER_BIN_DIR"), filepath.Join(repoRoot(t), "bin")) // as the control plane's binaries
+	bin := filepath.Join(dir, "kustomize")
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("%s: %v (run make tools)", bin, err)
 	}
-	out, err := exec.Command(bin, "build", dir).CombinedOutput()
+	out, err := exec.Command(bin, "build", build).CombinedOutput()
 	if err != nil {
-		t.Fatalf("kustomize build %s: %v\n%s", dir, err, out)
+		t.Fatalf("kustomize build %s: %v\n%s", build, err, out)
 	}
 	objs, err := decodeObjects(string(out))
 	if err != nil {
-		t.Fatalf("kustomize build %s: %v", dir, err)
+		t.Fatalf("kustomize build %s: %v", build, err)
 	}
 	return objs
 }
