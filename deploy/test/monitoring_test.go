@@ -152,15 +152,15 @@ func TestGrafanaDashboard(t *testing.T) {
 		t.Errorf("dashboard ConfigMap labels %v: the Grafana sidecar looks for grafana_dashboard: \"1\"", cm.GetLabels())
 	}
 	dash, _, _ := unstructured.NestedString(cm.Object, "data", "configmap-attacher.json")
-	metrics := writeFile(t, "metrics.txt", strings.Join(knownMetrics(t), "\n"))
-	f := writeFile(t, "configmap-attacher.json", dash)
+	metrics := tempFile(t, "metrics.txt", strings.Join(knownMetrics(t), "\n"))
+	f := tempFile(t, "configmap-attacher.json", dash)
 	if out, err := runTool(t, "dashboard-lint", "-metrics", metrics, f); err != nil {
 		t.Fatalf("dashboard-lint: %v\n%s", err, out)
 	}
 	for _, bad := range []struct{ name, from, to, rule string }{
 		{"a fixed rate range", "[$__rate_interval]", "[5m]", "target-rate-interval-rule"},
 		{"a query that does not parse", "sum by (path, result) (rate(", "sum by (path, result) (rate((", "target-promql-rule"},
-		{"no job matcher", `job=~"$job", instance=~"$instance"`, `instance=~"$instance"`, "target-job-rule"},
+		{"no job matcher", `job=~\"$job\", instance=~\"$instance\"`, `instance=~\"$instance\"`, "target-job-rule"},
 		{"a metric the service does not export", "configmap_attacher_events_in_flight{", "configmap_attacher_events_inflight{", "target-metric-rule"},
 		{"a field Grafana's schema does not have", `"graphTooltip"`, `"graphToolTip"`, "schema"},
 		{"a panel without a unit", `"unit": "s"`, `"unit": ""`, "panel-units-rule"},
@@ -169,7 +169,7 @@ func TestGrafanaDashboard(t *testing.T) {
 			if !strings.Contains(dash, bad.from) {
 				t.Fatalf("the dashboard has no %q to break", bad.from)
 			}
-			f := writeFile(t, "bad.json", strings.Replace(dash, bad.from, bad.to, 1))
+			f := tempFile(t, "bad.json", strings.Replace(dash, bad.from, bad.to, 1))
 			out, err := runTool(t, "dashboard-lint", "-metrics", metrics, f)
 			if err == nil || !strings.Contains(out, bad.rule) {
 				t.Errorf("dashboard-lint did not report %s (%v):\n%s", bad.rule, err, out)

@@ -34,8 +34,8 @@ func runTool(t *testing.T, name string, args ...string) (string, error) {
 	return string(out), err
 }
 
-// writeFile writes body to a file in a fresh temporary directory and returns its path.
-func writeFile(t *testing.T, name, body string) string {
+// tempFile writes body to a file in a fresh temporary directory and returns its path.
+func tempFile(t *testing.T, name, body string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), name)
 	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {

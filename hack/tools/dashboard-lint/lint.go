@@ -1,11 +1,14 @@
 package main
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
 	"time"
 
+	"github.com/grafana/grafana-foundation-sdk/go/cog"
 	"github.com/grafana/grafana-foundation-sdk/go/cog/plugins"
 	"github.com/grafana/grafana-foundation-sdk/go/common"
 	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
@@ -15,6 +18,15 @@ import (
 )
 
 func init() { plugins.RegisterDefaultPlugins() }
+
+// isNil: the SDK returns an empty cog.BuildErrors as a non-nil error when all is well.
+func isNil(err error) bool {
+	var be cog.BuildErrors
+	if errors.As(err, &be) {
+		return len(be) == 0
+	}
+	return err == nil
+}
 
 // Finding is one rule broken: "rule: where: what".
 type Finding struct{ Rule, Where, What string }
@@ -34,27 +46,90 @@ func (l *linter) add(rule, where, format string, args ...any) {
 func Lint(raw []byte, known map[string]bool) []Finding {
 	l := &linter{known: known}
 	var d dashboard.Dashboard
-	if err := d.UnmarshalJSONStrict(raw); err != nil {
+	if err := d.UnmarshalJSONStrict(raw); !isNil(err) {
 		l.add("schema", "dashboard", "%v", err)
 		return l.findings
 	}
-	if err := d.Validate(); err != nil {
+	if err := d.Validate(); !isNil(err) {
 		l.add("schema", "dashboard", "%v", err)
 	}
 	l.templates(d.Templating.List)
+	panels, rows, err := decodePanels(raw)
+	if err != nil {
+		l.add("schema", "panels", "%v", err)
+		return l.findings
+	}
 	ids := map[uint32]string{}
-	for _, pr := range d.Panels {
-		if pr.RowPanel != nil {
-			l.id(ids, pr.RowPanel.Id, "row "+pr.RowPanel.Title)
-			for _, p := range pr.RowPanel.Panels {
-				l.panel(ids, &p)
-			}
+	for _, r := range rows {
+		title := ""
+		if r.Title != nil {
+			title = *r.Title
 		}
-		if pr.Panel != nil {
-			l.panel(ids, pr.Panel)
-		}
+		l.id(ids, &r.Id, "row "+title)
+	}
+	for _, p := range panels {
+		l.panel(ids, p)
 	}
 	return l.findings
+}
+
+// panel is a decoded panel and its Prometheus queries.
+type panel struct {
+	*dashboard.Panel
+	queries []*prometheus.Dataquery
+}
+
+// decodePanels decodes the dashboard's panels, those of rows included, and their queries.
+// Dashboard's own decoding leaves them empty: in SDK v0.0.22 the strict decoders return an
+// empty cog.BuildErrors as a non-nil error, and the panel (or the query) is then dropped.
+func decodePanels(raw []byte) ([]panel, []*dashboard.RowPanel, error) {
+	var d struct {
+		Panels []json.RawMessage `json:"panels"`
+	}
+	if err := json.Unmarshal(raw, &d); err != nil {
+		return nil, nil, err
+	}
+	var panels []panel
+	var rows []*dashboard.RowPanel
+	for _, pr := range d.Panels {
+		var head struct {
+			Type   string            `json:"type"`
+			Panels []json.RawMessage `json:"panels"`
+		}
+		if err := json.Unmarshal(pr, &head); err != nil {
+			return nil, nil, err
+		}
+		all := []json.RawMessage{pr}
+		if head.Type == "row" {
+			var r dashboard.RowPanel
+			if err := r.UnmarshalJSONStrict(pr); !isNil(err) {
+				return nil, nil, err
+			}
+			rows = append(rows, &r)
+			all = head.Panels
+		}
+		for _, raw := range all {
+			p := panel{Panel: &dashboard.Panel{}}
+			if err := p.UnmarshalJSONStrict(raw); !isNil(err) {
+				return nil, nil, err
+			}
+			var t struct {
+				Targets []json.RawMessage `json:"targets"`
+			}
+			if err := json.Unmarshal(raw, &t); err != nil {
+				return nil, nil, err
+			}
+			for _, tr := range t.Targets {
+				q := &prometheus.Dataquery{}
+				if err := q.UnmarshalJSONStrict(tr); !isNil(err) {
+					return nil, nil, err
+				}
+				p.queries = append(p.queries, q)
+			}
+			panels = append(panels, p)
+		}
+	}
+	return panels, rows, nil
 }
 
 // templates: a Prometheus datasource variable named datasource, and job and instance
@@ -101,7 +176,7 @@ func (l *linter) id(ids map[uint32]string, id *uint32, where string) {
 // unitPanels are the panel types whose values need a unit (panel-units-rule).
 var unitPanels = map[string]bool{"timeseries": true, "stat": true, "gauge": true, "bargauge": true}
 
-func (l *linter) panel(ids map[uint32]string, p *dashboard.Panel) {
+func (l *linter) panel(ids map[uint32]string, p panel) {
 	title := ""
 	if p.Title != nil {
 		title = *p.Title
@@ -120,16 +195,11 @@ func (l *linter) panel(ids map[uint32]string, p *dashboard.Panel) {
 	if !isDatasourceVar(p.Datasource) {
 		l.add("panel-datasource-rule", where, "datasource must be ${datasource}")
 	}
-	if len(p.Targets) == 0 {
+	if len(p.queries) == 0 {
 		l.add("panel-targets-rule", where, "no queries")
 	}
-	for i, t := range p.Targets {
-		q, ok := t.(*prometheus.Dataquery)
+	for i, q := range p.queries {
 		tw := fmt.Sprintf("%s target %d", where, i)
-		if !ok {
-			l.add("target-datasource-rule", tw, "not a Prometheus query (%T)", t)
-			continue
-		}
 		if q.Datasource != nil && !isDatasourceVar(q.Datasource) {
 			l.add("target-datasource-rule", tw, "datasource must be ${datasource}")
 		}
