@@ -1,15 +1,19 @@
 # configmap-attacher. `make help` lists the targets.
 SHELL := /usr/bin/env bash
+comma := ,
 GO ?= go
 BIN := $(CURDIR)/bin
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -s -w -X github.com/configmap-attacher/configmap-attacher/internal/cli.Version=$(VERSION)
+# The release version has one source of truth, the VERSION file: the binary, the image tag and
+# the chart's version and appVersion follow it (deploy/test's TestReleaseVersionIsTheSameEverywhere).
+VERSION ?= $(shell cat VERSION)
+COMMIT ?= $(shell c=$$(git rev-parse --short=12 HEAD 2>/dev/null) || c=unknown; git diff --quiet HEAD 2>/dev/null || c=$$c-dirty; echo $$c)
+LDFLAGS := -s -w -X github.com/configmap-attacher/configmap-attacher/internal/cli.Version=$(VERSION) -X github.com/configmap-attacher/configmap-attacher/internal/cli.Commit=$(COMMIT)
 # Each test package starts its own local control plane (controlplane.TestMain); go test
 # runs at most GOMAXPROCS packages at once.
 TEST_FLAGS ?= -count=1 -timeout 30m
 export CONFIGMAP_ATTACHER_BIN_DIR := $(BIN)
 
-.PHONY: help build tools tools-controlplane test unit lint run demo clean
+.PHONY: help build tools tools-controlplane tools-helm tools-monitoring test unit lint run demo clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
@@ -23,6 +27,12 @@ tools: ## build every pinned real component into bin/ (first run: about 65 minut
 
 tools-controlplane: ## build only what make run and make demo need: the control plane and its workloads (scheduler, kwok, Argo Rollouts)
 	@hack/tools/build.sh etcd kube-apiserver kube-controller-manager kube-scheduler kwok rollouts-controller kubectl-argo-rollouts
+
+tools-helm: ## build only bin/helm, the pinned Helm the deploy docs use (make run builds it too)
+	@hack/tools/build.sh helm
+
+tools-monitoring: ## build only bin/promtool and bin/dashboard-lint, which deploy/test runs on the chart's alerts and dashboard
+	@hack/tools/build.sh promtool dashboard-lint
 
 test: tools lint ## run every test on the real local control plane (builds the tools first)
 	$(GO) test $(TEST_FLAGS) ./...
@@ -38,7 +48,7 @@ lint: ## go vet + gofmt check
 	cd deploy/test && GOFLAGS=-mod=mod $(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-run: tools-controlplane build ## run the service on the embedded default (local control plane + NATS; gRPC, HTTP and the watcher); ARGS="--way-in all" passes dev flags; Ctrl-C stops
+run: tools-controlplane tools-helm build ## run the service on the embedded default (local control plane + NATS; gRPC, HTTP and the watcher); ARGS="--way-in all" passes dev flags; Ctrl-C stops
 	$(BIN)/configmap-attacher-dev dev $(ARGS)
 
 demo: tools-controlplane build ## a scripted canary on the embedded default, printed as a timeline; exit 0 only if every step held
@@ -54,7 +64,37 @@ DOCKER ?= docker
 .PHONY: docker-build deploy-test
 
 docker-build: ## build the container image configmap-attacher:VERSION (static binary, distroless, non-root; VERSION stamped)
-	$(DOCKER) build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
+	$(DOCKER) build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $(IMAGE) .
+
+# --- release (README.md, "Install") ---
+# Built locally into dist/: no GoReleaser (the recipe below is all a release needs: go build,
+# the pinned helm, sha256sum). Publishing (the Git tag, the release assets, the chart
+# repository's index.yaml, the image) is the printed commands.
+DIST := $(CURDIR)/dist
+RELEASE_PLATFORMS := linux/amd64 linux/arm64
+IMAGE_REPO ?= ghcr.io/configmap-attacher/configmap-attacher
+CHART_REPO_URL ?= https://github.com/configmap-attacher/configmap-attacher/releases/download/v$(VERSION)
+
+.PHONY: release
+
+release: ## build release $(VERSION) into dist/: static linux/amd64 and arm64 binaries, the packaged chart, a Helm repository index, SHA256SUMS; prints the image build command
+	@[[ "$(VERSION)" =~ ^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$$ ]] || { echo "release: VERSION $(VERSION) is not a semantic version"; exit 1; }
+	@[[ "$(COMMIT)" != *-dirty || -n "$(ALLOW_DIRTY)" ]] || { echo "release: the work tree has uncommitted changes (commit them, or ALLOW_DIRTY=1 for a trial build)"; exit 1; }
+	@grep -qx 'version: $(VERSION)' deploy/helm/configmap-attacher/Chart.yaml && grep -qx 'appVersion: "$(VERSION)"' deploy/helm/configmap-attacher/Chart.yaml \
+	  || { echo "release: deploy/helm/configmap-attacher/Chart.yaml's version and appVersion must be $(VERSION) (the VERSION file)"; exit 1; }
+	@hack/tools/build.sh helm
+	rm -rf $(DIST) && mkdir -p $(DIST)
+	@for p in $(RELEASE_PLATFORMS); do os=$${p%/*}; arch=$${p#*/}; \
+	  echo "release: configmap-attacher $(VERSION) $$os/$$arch"; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -buildvcs=false -ldflags '$(LDFLAGS)' \
+	    -o $(DIST)/configmap-attacher-$(VERSION)-$$os-$$arch ./cmd/configmap-attacher || exit 1; done
+	$(BIN)/helm lint --strict deploy/helm/configmap-attacher --set httpAuth.existingSecret=configmap-attacher-http-token
+	$(BIN)/helm package deploy/helm/configmap-attacher -d $(DIST)
+	$(BIN)/helm repo index $(DIST) --url $(CHART_REPO_URL)
+	cd $(DIST) && sha256sum configmap-attacher-$(VERSION)-* configmap-attacher-$(VERSION).tgz > SHA256SUMS && cat SHA256SUMS
+	@echo; echo "release $(VERSION) (commit $(COMMIT)) is in dist/. The image (this machine runs no Docker engine):"
+	@echo "  docker buildx build --platform $(subst $(eval) ,$(comma),$(RELEASE_PLATFORMS)) --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $(IMAGE_REPO):$(VERSION) --push ."
+	@echo "Then: git tag v$(VERSION); upload dist/* as the release v$(VERSION)'s assets; publish dist/index.yaml (merged: helm repo index --merge) as the chart repository's index."
 
 deploy-test: tools ## the deploy proof: chart/kustomize render, server-side dry run, the service under the shipped RBAC
 	cd deploy/test && GOFLAGS=-mod=mod $(GO) test $(TEST_FLAGS) ./...

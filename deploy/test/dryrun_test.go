@@ -51,6 +51,7 @@ func shippedManifests() []manifestSet {
 			return kustomizeBuild(t, filepath.Join(repoRoot(t), dir))
 		}})
 	}
+	sets = append(sets, exampleManifestSets()...)
 	for _, glob := range []string{"deploy/argocd/*.yaml", "deploy/argocd/apps/*.yaml", "eventsource/*.yaml", "sensor/*.yaml"} {
 		sets = append(sets, manifestSet{"files/" + glob, func(t *testing.T) []*unstructured.Unstructured {
 			files, err := filepath.Glob(filepath.Join(repoRoot(t), glob))

@@ -111,6 +111,7 @@ func TestKustomizeOverlayMatchesChartOptions(t *testing.T) {
 		{"rbac.authorization.k8s.io/Role/configmap-attacher/configmap-attacher-leader-election", []string{"rules"}},
 		{"policy/PodDisruptionBudget/configmap-attacher/configmap-attacher", []string{"spec"}},
 		{"apps/Deployment/configmap-attacher/configmap-attacher", []string{"spec", "replicas"}},
+		{"apps/Deployment/configmap-attacher/configmap-attacher", []string{"spec", "template", "spec", "topologySpreadConstraints"}},
 	} {
 		t.Run(tc.key, func(t *testing.T) {
 			o, c := overlay[tc.key], chart[tc.key]

@@ -33,6 +33,7 @@ var extraCRDs = []struct {
 	{"github.com/argoproj/argo-cd/v3", "manifests/crds/*-crd.yaml"},
 	{"github.com/cert-manager/cert-manager", "deploy/crds/crd-certificates.yaml"},
 	{"github.com/prometheus-operator/prometheus-operator", "example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml"},
+	{"github.com/prometheus-operator/prometheus-operator", "example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml"},
 }
 
 var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}

@@ -2,7 +2,8 @@
 # Builds the pinned real components into ./bin: etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler, the Argo Events binary, the Argo Rollouts
 # controller and its kubectl plugin, kwok, and for Argo CD: the argocd binary (application
-# controller and repo-server), a Redis server, helm and kustomize. A binary already built
+# controller and repo-server), a Redis server, helm and kustomize, and for the chart's alerts
+# and dashboard Prometheus' promtool and dashboard-lint (hack/tools/dashboard-lint). A binary already built
 # at the pinned version (recorded in bin/.<name>.version) is skipped. Usage: build.sh [NAME...]
 # Argo CD v3.6 declares go 1.27: its module alone is built with ARGOCD_GOTOOLCHAIN
 # (default go1.27.3, which the go command fetches from the module proxy).
@@ -46,7 +47,7 @@ kube_ldflags() {
 
 want=("$@")
 [[ ${#want[@]} -eq 0 ]] && want=(etcd kube-apiserver kube-controller-manager kube-scheduler argo-events \
-  rollouts-controller kubectl-argo-rollouts kwok argocd redis helm kustomize)
+  rollouts-controller kubectl-argo-rollouts kwok argocd redis helm kustomize promtool dashboard-lint)
 for name in "${want[@]}"; do
   case "$name" in
     etcd)
@@ -83,6 +84,13 @@ for name in "${want[@]}"; do
       v=$(version_of "$root/hack/tools/kustomize" sigs.k8s.io/kustomize/kustomize/v5)
       build kustomize "$root/hack/tools/kustomize" sigs.k8s.io/kustomize/kustomize/v5 "$v" \
         "-s -w -X sigs.k8s.io/kustomize/api/provenance.version=kustomize/$v -X sigs.k8s.io/kustomize/api/provenance.buildDate=1970-01-01T00:00:00Z" ;;
+    promtool)
+      v=$(version_of "$root/hack/tools/promtool" github.com/prometheus/prometheus)
+      build promtool "$root/hack/tools/promtool" github.com/prometheus/prometheus/cmd/promtool "$v" \
+        "-s -w -X github.com/prometheus/common/version.Version=$v -X github.com/prometheus/common/version.BuildDate=19700101-00:00:00" ;;
+    dashboard-lint)
+      v=src-$(cat "$root"/hack/tools/dashboard-lint/*.go "$root/hack/tools/dashboard-lint/go.mod" | sha256sum | cut -c1-12)
+      build dashboard-lint "$root/hack/tools/dashboard-lint" . "$v" "-s -w" ;;
     *) echo "tools: unknown tool $name" >&2; exit 2 ;;
   esac
 done

@@ -30,8 +30,12 @@ const (
 	ExitTerminated  = 143
 )
 
-// Version is stamped at build time (-ldflags "-X .../internal/cli.Version=v1.2.3").
+// Version is stamped at build time from the VERSION file (-ldflags "-X .../internal/cli.Version=1.2.3").
 var Version = "dev"
+
+// Commit is the source commit, stamped at build time (-X .../internal/cli.Commit=abc123def456);
+// empty: the one the go command recorded, if any.
+var Commit = ""
 
 // usageError marks an error as a usage error (exit code 2).
 type usageError struct{ err error }

@@ -66,6 +66,24 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if or (eq (toString $e) "true") (and (eq (toString $e) "auto") (gt (int .Values.replicaCount) 1)) }}true{{ end }}
 {{- end }}
 
+{{/* topologySpreadConstraints: the value when it is a list; with null, over nodes and zones when replicaCount > 1. */}}
+{{- define "cma.topologySpread" -}}
+{{- $t := .Values.topologySpreadConstraints }}
+{{- if kindIs "slice" $t }}
+{{- with $t }}{{ toYaml . }}{{ end }}
+{{- else if gt (int .Values.replicaCount) 1 }}
+{{- range $key := list "kubernetes.io/hostname" "topology.kubernetes.io/zone" }}
+- maxSkew: 1
+  topologyKey: {{ $key }}
+  whenUnsatisfiable: ScheduleAnyway
+  labelSelector:
+    matchLabels:
+      {{- include "cma.selectorLabels" $ | nindent 6 }}
+  matchLabelKeys: [pod-template-hash]
+{{- end }}
+{{- end }}
+{{- end }}
+
 {{- define "cma.pdb" -}}
 {{- $e := .Values.podDisruptionBudget.enabled }}
 {{- if or (eq (toString $e) "true") (and (eq (toString $e) "auto") (gt (int .Values.replicaCount) 1)) }}true{{ end }}
