@@ -131,15 +131,18 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// ownedByName reports whether an object outside the plan has a ReplicaSet owner: it was
-// attached by name (an annotation or a command line) without the opt-in label.
+// ownedByName reports whether an object outside the plan has a ReplicaSet owner, or
+// another owner of the kinds the service adds (core.CollectorOwner): it was attached by
+// name (an annotation or a command line) without the opt-in label, and every live user
+// of it is attached too (safety rule 11).
 func ownedByName(r gc.Revision) bool {
 	for _, o := range r.OwnerReferences {
 		if o.Kind == "ReplicaSet" {
 			return true
 		}
 	}
-	return false
+	_, held := core.CollectorOwner(r.OwnerReferences)
+	return held
 }
 
 // optInFix builds the exact fix for keys ("Kind/name") in namespace ns.

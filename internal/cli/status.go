@@ -149,7 +149,9 @@ type ReplicaSetStatus struct {
 	Health string        `json:"health,omitempty"`
 	Role   string        `json:"role,omitempty"`
 	Owns   []RevisionRef `json:"owns"`
-	// Unattached lists revisions it references but does not own (gc repairs them).
+	// Unattached lists revisions it references but does not own (gc repairs them), and
+	// objects owned by name by others that it uses without owning them (ByName: the
+	// service attaches them, safety rule 11).
 	Unattached []RevisionRef `json:"unattached,omitempty"`
 }
 
@@ -185,7 +187,9 @@ func BuildStatus(snap *gc.Snapshot, plan *gc.Plan, others []gc.Revision, secrets
 			owners[or.UID] = append(owners[or.UID], RevisionRef{Kind: r.Kind, Name: r.Name, Family: it.Family})
 		}
 	}
+	heldByName := map[string]bool{} // "Kind/name" of others owned by name (safety rule 11)
 	for _, r := range others {
+		heldByName[string(r.Kind)+"/"+r.Name] = ownedByName(r)
 		for _, or := range r.OwnerReferences {
 			if or.Kind == "ReplicaSet" {
 				owners[or.UID] = append(owners[or.UID], RevisionRef{Kind: r.Kind, Name: r.Name, ByName: true})
@@ -233,10 +237,15 @@ func BuildStatus(snap *gc.Snapshot, plan *gc.Plan, others []gc.Revision, secrets
 			}
 			for _, ref := range w.Refs {
 				it, ok := byName[string(ref.Kind)+"/"+ref.Name]
-				if !ok || containsRev(rs.Owns, ref.Kind, ref.Name) {
+				if containsRev(rs.Owns, ref.Kind, ref.Name) {
 					continue
 				}
-				rs.Unattached = append(rs.Unattached, RevisionRef{Kind: ref.Kind, Name: ref.Name, Family: it.Family})
+				if ok {
+					rs.Unattached = append(rs.Unattached, RevisionRef{Kind: ref.Kind, Name: ref.Name, Family: it.Family})
+				} else if heldByName[string(ref.Kind)+"/"+ref.Name] {
+					// owned by others, so collected with them: the service attaches it (rule 11)
+					rs.Unattached = append(rs.Unattached, RevisionRef{Kind: ref.Kind, Name: ref.Name, ByName: true})
+				}
 			}
 			g := group(kind, name)
 			g.ReplicaSets = append(g.ReplicaSets, rs)
@@ -370,6 +379,10 @@ func renderStatus(w io.Writer, rep StatusReport, now time.Time, pal palette) {
 				ch = append(ch, fmt.Sprintf("%s %s  owned  family:%s", r.Kind, r.Name, r.Family))
 			}
 			for _, r := range rs.Unattached {
+				if r.ByName {
+					ch = append(ch, fmt.Sprintf("%s %s  used, NOT attached, owned by name by others: the garbage collector deletes it with them", r.Kind, r.Name))
+					continue
+				}
 				ch = append(ch, fmt.Sprintf("%s %s  used, NOT attached  family:%s", r.Kind, r.Name, r.Family))
 			}
 			if len(ch) == 0 {

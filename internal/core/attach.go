@@ -218,6 +218,8 @@ type pendingWrite struct {
 	idx   int
 	want  []metav1.OwnerReference // the ReplicaSet, then the object's other users
 	users []User                  // the other users, to confirm live before writing
+	// reason says why an object that is neither opted in nor listed is written (heldReason).
+	reason string
 }
 
 // plan evaluates every reference, appends its result to res and returns the objects
@@ -228,13 +230,13 @@ func (a *Attacher) plan(ctx context.Context, ev Event, rs *appsv1.ReplicaSet, re
 		or, meta := a.evaluate(ctx, ev, rs, ref)
 		if or.Outcome == "" {
 			_, users, err := a.usersOf(ctx, ref.Kind, rs.Namespace, ref.Name, rs.UID)
-			p := pendingWrite{ref: ref, meta: meta, idx: len(res.Objects), users: users,
+			p := pendingWrite{ref: ref, meta: meta, idx: len(res.Objects), users: users, reason: or.Reason,
 				want: append([]metav1.OwnerReference{a.ownerReference(rs)}, a.ownerRefs(users)...)}
 			switch {
 			case err != nil:
 				or = or.failed("finding its other users", err)
 			case len(missingOwners(meta.OwnerReferences, p.want)) == 0:
-				or.Outcome = OutcomeAlreadyAttached
+				or.Outcome, or.Reason = OutcomeAlreadyAttached, ""
 			default:
 				pending = append(pending, p)
 			}
@@ -543,21 +545,30 @@ func (a *Attacher) evaluate(ctx context.Context, ev Event, rs *appsv1.ReplicaSet
 	return a.eligibility(ev, rs, ref, meta, or), meta
 }
 
-// eligibility applies safety rules 4 and 5 to the object's metadata. An object needs the
-// opt-in label (and must match the selector) unless a trusted source lists it, or the
-// event lists it and the pod template references it (docs/safety.md).
+// eligibility applies safety rules 4, 5 and 11 to the object's metadata. An object needs
+// the opt-in label (and must match the selector) unless a trusted source lists it, or the
+// event lists it and the pod template references it, or the pod template references it
+// and it already has an owner of the kinds the service adds (CollectorOwner: once owned,
+// protected while used; docs/safety.md). The last sets the result's Reason.
 func (a *Attacher) eligibility(ev Event, rs *appsv1.ReplicaSet, ref refEntry, meta *metav1.PartialObjectMetadata, or ObjectResult) ObjectResult {
 	listed := ref.Explicit || (ref.Listed && ref.template)
+	optedIn := meta.Labels[LabelRevision] == "true" && ev.Options.Selector.Matches(labelSet(meta.Labels))
+	held, isHeld := CollectorOwner(meta.OwnerReferences)
 	switch {
 	case meta.Namespace != "" && meta.Namespace != rs.Namespace:
 		or.Outcome, or.Reason = OutcomeSkipped, "in another namespace"
+	case meta.Annotations[AnnotationSkip] == "true" && isHeld:
+		or.Outcome, or.Reason = OutcomeSkipped, heldSkipReason(held)
 	case meta.Annotations[AnnotationSkip] == "true":
 		or.Outcome, or.Reason = OutcomeSkipped, "has "+AnnotationSkip+"=true"
 	case meta.DeletionTimestamp != nil:
 		or.Outcome, or.Reason = OutcomeSkipped, "is being deleted"
-	case !listed && meta.Labels[LabelRevision] != "true":
+	case listed || optedIn:
+	case ref.template && isHeld:
+		or.Reason = heldReason(held) // eligible: the ReplicaSet's own template uses it
+	case meta.Labels[LabelRevision] != "true":
 		or.Outcome, or.Reason = OutcomeSkipped, "not opted in: no "+LabelRevision+"=true label"+notListedBecause(ref)
-	case !listed && !ev.Options.Selector.Matches(labelSet(meta.Labels)):
+	default:
 		or.Outcome, or.Reason = OutcomeSkipped, fmt.Sprintf("labels do not match the selector %q", ev.Options.Selector.String())+notListedBecause(ref)
 	}
 	return or
@@ -592,16 +603,23 @@ func hasOwner(refs []metav1.OwnerReference, uid types.UID) bool {
 // write adds the ReplicaSet rs and the object's other users, confirmed live (confirmed
 // caches the answers of one Attach), as owners of p's object (addOwners).
 func (a *Attacher) write(ctx context.Context, ev Event, rs *appsv1.ReplicaSet, p pendingWrite, confirmed map[types.UID]bool) ObjectResult {
-	or := ObjectResult{Kind: p.ref.Kind, Name: p.ref.Name, From: p.ref.From}
+	or := ObjectResult{Kind: p.ref.Kind, Name: p.ref.Name, From: p.ref.From, Reason: p.reason}
 	want, err := a.confirmWanted(ctx, rs.Namespace, p, confirmed)
 	if err != nil {
 		return or.failed("confirming its other users", err)
 	}
 	recheck := func(m *metav1.PartialObjectMetadata) ObjectResult { return a.eligibility(ev, rs, p.ref, m, or) }
 	or, added, uid := a.addOwners(ctx, rs.Namespace, or, p.meta, want, recheck)
+	if or.Outcome == OutcomeAlreadyAttached {
+		or.Reason = ""
+	}
 	if len(added) > 0 {
-		a.log.Info("attached", "kind", p.ref.Kind, "namespace", rs.Namespace, "name", p.ref.Name,
-			"replicaSet", rs.Name, "replicaSetUID", rs.UID, "owners", or.Owners)
+		args := []any{"kind", p.ref.Kind, "namespace", rs.Namespace, "name", p.ref.Name,
+			"replicaSet", rs.Name, "replicaSetUID", rs.UID, "owners", or.Owners}
+		if or.Reason != "" {
+			args = append(args, "reason", or.Reason)
+		}
+		a.log.Info("attached", args...)
 		a.record(p.ref.Kind, rs.Namespace, p.ref.Name, uid, added)
 	}
 	return or

@@ -49,8 +49,9 @@ func (e RevisionEvent) Validate() error {
 
 // AttachRevision makes every live user of the config object of ev an owner of it
 // (Users.Owners, each confirmed live; other owners are kept), when the object may be
-// attached at all: opted in (label and selector) or listed by a user's annotation, not
-// skipped, not being deleted, Secrets only when enabled.
+// attached at all: opted in (label and selector), listed by a user's annotation, or
+// already owned by an owner of the kinds the service adds (CollectorOwner: once owned,
+// protected while used); not skipped, not being deleted, Secrets only when enabled.
 //
 // The Result has Revision set and one ObjectResult: OutcomeAttached (Owners lists the
 // owners added), OutcomeAlreadyAttached, OutcomeWouldAttach (dry run), OutcomeSkipped
@@ -123,8 +124,8 @@ func (a *Attacher) attachRevision(ctx context.Context, ev RevisionEvent, meta *m
 		return or.failed("finding its users", err)
 	}
 	recheck := func(m *metav1.PartialObjectMetadata) ObjectResult { return revisionEligibility(ev, users, m, or) }
-	if e := recheck(meta); e.Outcome != "" {
-		return e
+	if or = recheck(meta); or.Outcome != "" {
+		return or
 	}
 	if len(owners) == 0 {
 		or.Outcome, or.Reason = OutcomeSkipped, "no live workload or Pod uses it (the orphan sweep decides about it)"
@@ -134,7 +135,7 @@ func (a *Attacher) attachRevision(ctx context.Context, ev RevisionEvent, meta *m
 	missing := missingOwners(meta.OwnerReferences, want)
 	switch {
 	case len(missing) == 0:
-		or.Outcome = OutcomeAlreadyAttached
+		or.Outcome, or.Reason = OutcomeAlreadyAttached, ""
 		return or
 	case ev.Options.DryRun:
 		or.Outcome, or.Owners = OutcomeWouldAttach, ownerNames(missing)
@@ -149,26 +150,41 @@ func (a *Attacher) attachRevision(ctx context.Context, ev RevisionEvent, meta *m
 		return or
 	}
 	or, added, uid := a.addOwners(ctx, ev.Namespace, or, meta, a.ownerRefs(live), recheck)
+	if or.Outcome == OutcomeAlreadyAttached {
+		or.Reason = ""
+	}
 	if len(added) > 0 {
-		a.log.Info("attached", "kind", ev.Kind, "namespace", ev.Namespace, "name", ev.Name, "owners", or.Owners)
+		args := []any{"kind", ev.Kind, "namespace", ev.Namespace, "name", ev.Name, "owners", or.Owners}
+		if or.Reason != "" {
+			args = append(args, "reason", or.Reason)
+		}
+		a.log.Info("attached", args...)
 		a.record(ev.Kind, ev.Namespace, ev.Name, uid, added)
 	}
 	return or
 }
 
-// revisionEligibility applies safety rules 4 and 2 to a revision's metadata: a result
-// with an Outcome when it must not be written.
+// revisionEligibility applies safety rules 4, 2 and 11 to a revision's metadata: a
+// result with an Outcome when it must not be written. An object that is neither opted in
+// nor listed is eligible when it already has an owner of the kinds the service adds
+// (CollectorOwner: once owned, protected while used); the result's Reason says so.
 func revisionEligibility(ev RevisionEvent, users *Users, meta *metav1.PartialObjectMetadata, or ObjectResult) ObjectResult {
 	optedIn := meta.Labels[LabelRevision] == "true" && ev.Options.Selector.Matches(labelSet(meta.Labels))
+	held, isHeld := CollectorOwner(meta.OwnerReferences)
 	switch {
 	case ev.UID != "" && meta.UID != ev.UID:
 		or.Outcome, or.Reason = OutcomeSkipped, "replaced by a namesake since the event"
+	case meta.Annotations[AnnotationSkip] == "true" && isHeld:
+		or.Outcome, or.Reason = OutcomeSkipped, heldSkipReason(held)
 	case meta.Annotations[AnnotationSkip] == "true":
 		or.Outcome, or.Reason = OutcomeSkipped, "has "+AnnotationSkip+"=true"
 	case meta.DeletionTimestamp != nil:
 		or.Outcome, or.Reason = OutcomeSkipped, "is being deleted"
-	case !optedIn && !users.ListedBy(ev.Kind, ev.Name):
-		or.Outcome, or.Reason = OutcomeSkipped, fmt.Sprintf("not opted in: no %s=true label matching the selector %q, and no annotation of a user lists it",
+	case optedIn || users.ListedBy(ev.Kind, ev.Name):
+	case isHeld:
+		or.Reason = heldReason(held)
+	default:
+		or.Outcome, or.Reason = OutcomeSkipped, fmt.Sprintf("not opted in: no %s=true label matching the selector %q, no annotation of a user lists it, and no owner the service adds owns it",
 			LabelRevision, ev.Options.Selector.String())
 	}
 	return or

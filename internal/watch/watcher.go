@@ -380,12 +380,16 @@ func (w *Watcher) isCandidate(kind string, obj any) bool {
 }
 
 // candidate reports whether a config object may be a revision by its own metadata: it
-// carries the opt-in label, or a ReplicaSet owned it (it was attached, for example
-// listed by a workload annotation, and may have lost owners since). Other ConfigMaps and
-// Secrets (kube-root-ca.crt, application config) are never queued, so they cost nothing
-// and count nowhere.
+// carries the opt-in label, a ReplicaSet owned it (it was attached, for example listed
+// by a workload annotation, and may have lost owners since), or it has an owner of any
+// kind the service adds (core.CollectorOwner: once owned, every live user is attached
+// too). Other ConfigMaps and Secrets (kube-root-ca.crt, application config) are never
+// queued, so they cost nothing and count nowhere.
 func candidate(m metav1.Object) bool {
 	if m.GetLabels()[core.LabelRevision] == "true" {
+		return true
+	}
+	if _, held := core.CollectorOwner(m.GetOwnerReferences()); held {
 		return true
 	}
 	for _, r := range m.GetOwnerReferences() {
