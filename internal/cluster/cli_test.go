@@ -192,7 +192,11 @@ func TestServeSeveralClusters(t *testing.T) {
 	payload, err := json.Marshal(map[string]any{"type": "ADD", "group": "apps", "version": "v1", "resource": "replicasets",
 		"metadata": map[string]string{"cluster": "b"}, "body": rsB})
 	require.NoError(t, err)
-	resp, err := http.Post("http://"+addr+"/", "application/json", bytes.NewReader(payload))
+	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/", bytes.NewReader(payload))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer detail-token")
+	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	rb, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
