@@ -54,7 +54,7 @@ func startBreakServe(t *testing.T, ro cluster.Options, in server.Ingress) *break
 	if ro.ProbeTimeout == 0 {
 		ro.ProbeTimeout = time.Second
 	}
-	srv, err := server.New(nil, server.Options{Clusters: &ro, Ingress: in, GRPCAddr: "-", HTTPAddr: "127.0.0.1:0", Logger: ro.Logger,
+	srv, err := server.New(nil, server.Options{Clusters: &ro, Ingress: in, GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Logger: ro.Logger,
 		ShutdownTimeout: 5 * time.Second, HTTPToken: []byte(breakToken)})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
