@@ -66,6 +66,9 @@ func (a *bearerAuth) exempt(path string) bool {
 }
 
 func (a *bearerAuth) valid(r *http.Request) bool {
+	if a == nil {
+		return false // no token configured: nobody is authenticated
+	}
 	h := r.Header.Get("Authorization")
 	const scheme = "bearer "
 	if len(h) <= len(scheme) || !strings.EqualFold(h[:len(scheme)], scheme) {

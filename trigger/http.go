@@ -60,7 +60,9 @@ type HTTPOptions struct {
 //	              object); 429 too many events in flight; 503 cluster unavailable,
 //	              timeout or shutting down (both with Retry-After); 500 otherwise.
 //	GET /healthz  200 while the process serves.
-//	GET /readyz   200 once the caches have synced, 503 before and while shutting down.
+//	GET /readyz   200 once the caches have synced, 503 before and while shutting down;
+//	              the detail (one line per cluster and component) only with the bearer
+//	              token (AuthToken), never without one.
 //	GET /metrics  Prometheus metrics.
 type HTTPServer struct {
 	d        *dispatch.Dispatcher
@@ -102,12 +104,15 @@ func (s *HTTPServer) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", s.serveEvent)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { plain(w, http.StatusOK, "ok") })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
 		if s.stopping.Load() {
 			plain(w, http.StatusServiceUnavailable, "shutting down")
 			return
 		}
 		ok, detail := s.ready()
+		if !s.auth.valid(r) {
+			detail = "" // member URLs and probe errors only behind the token
+		}
 		if !ok {
 			plain(w, http.StatusServiceUnavailable, withDetail("not ready", detail))
 			return

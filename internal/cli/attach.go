@@ -52,6 +52,9 @@ type AttachOptions struct {
 	Cluster         string
 	Clusters        []string
 	ArgoCDNamespace string
+	// ExecPlugins (--allow-exec-plugin) are the credential plugins Argo CD cluster
+	// Secrets may run.
+	ExecPlugins []string
 
 	// legacy marks the old Job's form: only the listed names are attached.
 	legacy bool
@@ -91,6 +94,7 @@ func (o *AttachOptions) AddFlags(fs *pflag.FlagSet) {
 	addLogFlags(fs, &o.LogLevel, &o.LogFormat, &o.Verbose)
 	fs.StringArrayVar(&o.Clusters, "cluster", o.Clusters, clusterFlagHelp+" (attach: one)")
 	fs.StringVar(&o.ArgoCDNamespace, "argocd-clusters", o.ArgoCDNamespace, argoCDFlagHelp)
+	addExecPluginFlag(fs, &o.ExecPlugins)
 }
 
 // Validate checks the options and returns the workload kind and name to resolve.
@@ -147,6 +151,10 @@ func (o *AttachOptions) Validate() (kind, name string, opts core.Options, err er
 	}
 	if o.legacy && opts.ConfigMaps == nil {
 		return "", "", opts, usagef("-configmaps is required")
+	}
+	if (opts.ConfigMaps != nil || opts.Secrets != nil) && inCredentialPlugin() {
+		return "", "", opts, usagef("%s and %s are trusted only from a person's command line: refused in a process started as a Kubernetes credential plugin (%s is set)",
+			o.flag("configmaps"), o.flag("secrets"), execInfoEnv)
 	}
 	// The list comes from the user's own command line and the command runs with the
 	// user's own credentials: listed objects need no opt-in label (docs/safety.md).

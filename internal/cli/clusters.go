@@ -24,12 +24,16 @@ type MultiClusterFlags struct {
 	ArgoCDNamespace string
 	// Parallel bounds how many clusters are worked on at once.
 	Parallel int
+	// ExecPlugins (--allow-exec-plugin) are the credential plugins Argo CD cluster
+	// Secrets may run.
+	ExecPlugins []string
 }
 
 func (m *MultiClusterFlags) addFlags(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&m.Clusters, "cluster", m.Clusters, clusterFlagHelp)
 	fs.BoolVar(&m.AllContexts, "all-contexts", m.AllContexts, "work on every context of the kubeconfig")
 	fs.StringVar(&m.ArgoCDNamespace, "argocd-clusters", m.ArgoCDNamespace, argoCDFlagHelp)
+	addExecPluginFlag(fs, &m.ExecPlugins)
 	if m.Parallel == 0 {
 		m.Parallel = cluster.DefaultParallel
 	}
@@ -75,8 +79,12 @@ func (c *ClusterFlags) targets(ctx context.Context, log *slog.Logger) ([]target,
 		}
 		return []target{{clients: clients, nss: nss}}, nil
 	}
+	exec, err := execPolicy(c.ExecPlugins, 0)
+	if err != nil {
+		return nil, err
+	}
 	src := cluster.Sources{Kubeconfig: c.Kubeconfig, Context: c.Context, InCluster: c.InCluster,
-		AllContexts: c.AllContexts, ArgoCDNamespace: c.ArgoCDNamespace}
+		AllContexts: c.AllContexts, ArgoCDNamespace: c.ArgoCDNamespace, ExecPlugins: exec}
 	var subset []string
 	if c.ArgoCDNamespace != "" {
 		subset = c.Clusters
@@ -143,8 +151,12 @@ func (o *AttachOptions) restConfig(ctx context.Context) (*rest.Config, error) {
 		}
 		return specs[0].Config, nil
 	}
+	exec, err := execPolicy(o.ExecPlugins, 0)
+	if err != nil {
+		return nil, err
+	}
 	specs, _, err := cluster.Sources{Kubeconfig: o.Kubeconfig, Context: o.Context, InCluster: o.InCluster,
-		ArgoCDNamespace: o.ArgoCDNamespace}.All(ctx)
+		ArgoCDNamespace: o.ArgoCDNamespace, ExecPlugins: exec}.All(ctx)
 	if err != nil {
 		return nil, err
 	}

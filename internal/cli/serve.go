@@ -68,6 +68,8 @@ type ServeOptions struct {
 	LeaseNamespace     string
 	// Security (serve_security.go).
 	Security SecurityFlags
+	// Trust: what cluster Secrets may make serve do (serve_trust.go).
+	Trust ClusterTrustFlags
 }
 
 // DefaultServeOptions returns serve's defaults.
@@ -78,7 +80,8 @@ func DefaultServeOptions() ServeOptions {
 		MaxBodyBytes: event.MaxPayloadBytes, LogLevel: "info", LogFormat: "text",
 		ClusterProbeInterval: cluster.DefaultProbeInterval,
 		WatchResync:          10 * time.Minute, WatchWorkers: watch.DefaultWorkers, EventBusStream: eventbus.DefaultStream, EventBusDurable: eventbus.DefaultDurable,
-		EventBusInFlight: eventbus.DefaultMaxInFlight, EventBusAckWait: 30 * time.Second, EventBusMaxDeliver: eventbus.DefaultMaxDeliver, GCMinAge: gc.DefaultMinAge, GCKeep: gc.DefaultKeep}
+		EventBusInFlight: eventbus.DefaultMaxInFlight, EventBusAckWait: 30 * time.Second, EventBusMaxDeliver: eventbus.DefaultMaxDeliver, GCMinAge: gc.DefaultMinAge, GCKeep: gc.DefaultKeep,
+		Trust: DefaultClusterTrustFlags()}
 }
 
 // AddFlags binds the options to a flag set.
@@ -108,6 +111,7 @@ func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.AllContexts, "all-contexts", o.AllContexts, "serve every context of the kubeconfig, each a cluster named after it")
 	fs.StringVar(&o.ArgoCDNamespace, "argocd-clusters", o.ArgoCDNamespace, "also serve the clusters of the Argo CD cluster Secrets in this namespace of the default cluster, watched live")
 	fs.StringVar(&o.DefaultCluster, "default-cluster", o.DefaultCluster, "cluster for events that name none (default: the first --cluster, or --cluster-name)")
+	o.Trust.AddFlags(fs)
 	fs.DurationVar(&o.ClusterProbeInterval, "cluster-probe-interval", o.ClusterProbeInterval, "how often each served cluster's apiserver /readyz is probed; while it fails serve is not ready and answers that cluster's events with retry-later")
 	fs.BoolVar(&o.Watch, "watch", o.Watch, "also watch ReplicaSets directly, in every served cluster (for clusters without Argo Events); level-triggered, with --watch-resync")
 	fs.DurationVar(&o.WatchResync, "watch-resync", o.WatchResync, "with --watch: how often every ReplicaSet is checked again (repairs anything missed)")
@@ -209,6 +213,9 @@ func (o *ServeOptions) Validate() error {
 	if err := o.sources().Validate(); err != nil {
 		return usageError{err}
 	}
+	if _, err := o.Trust.validate(); err != nil {
+		return err
+	}
 	if o.ProfilingAddr != "" {
 		if err := server.ValidProfilingAddr(o.ProfilingAddr); err != nil {
 			return usagef("--profiling-addr: %v", err)
@@ -268,6 +275,9 @@ func (o *ServeOptions) Run(ctx context.Context, s *Streams) error {
 		so.Clusters = &cluster.Options{Clusters: specs, Default: o.DefaultCluster, ArgoCDNamespace: o.ArgoCDNamespace,
 			Namespace: o.Namespace, AllowSecrets: o.AllowSecrets, BlockOwnerDeletion: o.BlockOwnerDeletion, Namespaces: so.Namespaces,
 			ProbeInterval: o.ClusterProbeInterval, ReplicaSetWait: o.replicaSetWait(), Logger: log}
+		if err := o.Trust.apply(so.Clusters); err != nil {
+			return err
+		}
 	} else if cfg, err = kube.RESTConfig(kube.ConfigOptions{Kubeconfig: o.Kubeconfig, Context: o.Context, InCluster: o.InCluster,
 		QPS: o.QPS, Burst: o.Burst}); err != nil {
 		return err

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -139,9 +141,12 @@ func TestServeSeveralClusters(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	var out, errb bytes.Buffer
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte("detail-token\n"), 0o600))
 	go func() {
 		done <- cli.Main(ctx, []string{"serve", "--kubeconfig", kc, "--cluster", "a", "--cluster", "b", "--grpc-addr", "-",
-			"--http-addr", addr, "--cluster-probe-interval", "200ms", "--log-level", "warn"},
+			"--http-addr", addr, "--cluster-probe-interval", "200ms", "--log-level", "warn",
+			"--http-token-file", tokenFile, "--http-public-metrics"},
 			cli.Streams{In: strings.NewReader(""), Out: &out, Err: &errb})
 	}()
 	defer func() {
@@ -153,8 +158,13 @@ func TestServeSeveralClusters(t *testing.T) {
 			t.Error("serve did not stop")
 		}
 	}()
-	readyz := func() (int, string) {
-		resp, err := http.Get("http://" + addr + "/readyz")
+	readyz := func(token string) (int, string) {
+		req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/readyz", nil)
+		require.NoError(t, err)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			return 0, err.Error()
 		}
@@ -163,21 +173,30 @@ func TestServeSeveralClusters(t *testing.T) {
 		return resp.StatusCode, string(body)
 	}
 	controlplane.Eventually(t, 30*time.Second, "/readyz", func() error {
-		if code, body := readyz(); code != 200 || !strings.Contains(body, "b ok") {
+		if code, body := readyz("detail-token"); code != 200 || !strings.Contains(body, "b ok") {
 			return fmt.Errorf("%d %s", code, body)
 		}
 		return nil
 	})
-	code, body := readyz()
+	code, body := readyz("detail-token")
 	assert.Equal(t, 200, code)
-	assert.Equal(t, "ok\na (default) ok\nb ok\n", body)
+	assert.Equal(t, "ok\na (default) ok\nb ok\n", body, "the detail behind the token")
+	for _, tok := range []string{"", "wrong"} {
+		code, body = readyz(tok)
+		assert.Equal(t, 200, code)
+		assert.Equal(t, "ok\n", body, "without the token (%q) /readyz says only ready or not", tok)
+	}
 
 	rsB, ownersB := cluster.ForTestFixture(t, b, "serve-multi", "web", "cfg-web")
 	_, ownersA := cluster.ForTestFixture(t, a, "serve-multi", "web", "cfg-web")
 	payload, err := json.Marshal(map[string]any{"type": "ADD", "group": "apps", "version": "v1", "resource": "replicasets",
 		"metadata": map[string]string{"cluster": "b"}, "body": rsB})
 	require.NoError(t, err)
-	resp, err := http.Post("http://"+addr+"/", "application/json", bytes.NewReader(payload))
+	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/", bytes.NewReader(payload))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer detail-token")
+	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	rb, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()

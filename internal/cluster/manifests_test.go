@@ -73,12 +73,19 @@ func TestHubManifests(t *testing.T) {
 	// Every member has an Argo CD cluster Secret named like its metadata.cluster, and the
 	// registry accepts it once the placeholders are filled in.
 	placeholder := regexp.MustCompile(`"<[^>]*>"`)
+	// member-b's credentials come from "aws", which the hub values allow
+	// (allow-exec-plugin); a stand-in resolves the bare name here.
+	bin := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(bin, "aws"), []byte("#!/bin/sh\n"), 0o755))
+	t.Setenv("PATH", bin)
+	allowed, err := NewExecPolicy(hubExecPlugins(t, filepath.Join(multiDir, "hub", "values.yaml")), 0, "")
+	require.NoError(t, err)
 	var secretNames []string
 	for _, doc := range readDocs(t, filepath.Join(multiDir, "hub", "argocd-cluster-secrets.yaml")) {
 		var s corev1.Secret
 		strict(t, doc, &s)
 		s.StringData["config"] = placeholder.ReplaceAllString(s.StringData["config"], `"dG9rZW4="`)
-		sp, err := SpecFromSecret(&s)
+		sp, err := SpecFromSecretAllowing(&s, allowed)
 		require.NoError(t, err)
 		secretNames = append(secretNames, sp.Name)
 	}
@@ -110,4 +117,18 @@ func TestHubManifests(t *testing.T) {
 		}
 	}
 	assert.Equal(t, true, values["argocdClusters"].(map[string]any)["enabled"])
+}
+
+// hubExecPlugins returns flags.allow-exec-plugin of the hub's Helm values.
+func hubExecPlugins(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var v struct {
+		Flags struct {
+			AllowExecPlugin []string `json:"allow-exec-plugin"`
+		} `json:"flags"`
+	}
+	require.NoError(t, yaml.Unmarshal(b, &v))
+	return v.Flags.AllowExecPlugin
 }

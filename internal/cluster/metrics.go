@@ -1,6 +1,10 @@
 package cluster
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 var (
 	upDesc = prometheus.NewDesc("configmap_attacher_cluster_up",
@@ -9,6 +13,9 @@ var (
 		"1 when the cluster's informer caches have synced, else 0.", []string{"cluster"}, nil)
 	registeredDesc = prometheus.NewDesc("configmap_attacher_cluster_registered",
 		"1 for a registered cluster, 0 for an Argo CD cluster Secret that is invalid or conflicts.", []string{"cluster", "origin"}, nil)
+	refusedDesc = prometheus.NewDesc("configmap_attacher_cluster_secret_refused",
+		"1 for each Argo CD cluster Secret not served, by reason (invalid, exec-not-allowed, duplicate-name, duplicate-server, name-taken, cluster-cap); conflicts names the other Secrets of a duplicate.",
+		[]string{"secret", "cluster", "reason", "conflicts"}, nil)
 )
 
 // Collector returns a Prometheus collector of the registry's per-cluster state, read at
@@ -24,6 +31,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- upDesc
 	ch <- syncedDesc
 	ch <- registeredDesc
+	ch <- refusedDesc
 }
 
 // Collect implements prometheus.Collector.
@@ -37,6 +45,10 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	for _, st := range c.r.Statuses() {
 		ch <- prometheus.MustNewConstMetric(registeredDesc, prometheus.GaugeValue, b(st.Registered), st.Name, st.Origin)
 		if !st.Registered {
+			if st.Reason != "" {
+				ch <- prometheus.MustNewConstMetric(refusedDesc, prometheus.GaugeValue, 1, strings.TrimPrefix(st.Origin, "Argo CD Secret "),
+					st.Name, st.Reason, strings.Join(st.Conflicts, ","))
+			}
 			continue
 		}
 		ch <- prometheus.MustNewConstMetric(upDesc, prometheus.GaugeValue, b(st.Reachable), st.Name, st.Source)

@@ -54,8 +54,8 @@ func startBreakServe(t *testing.T, ro cluster.Options, in server.Ingress) *break
 	if ro.ProbeTimeout == 0 {
 		ro.ProbeTimeout = time.Second
 	}
-	srv, err := server.New(nil, server.Options{Clusters: &ro, Ingress: in, GRPCAddr: "-", HTTPAddr: "127.0.0.1:0", Logger: ro.Logger,
-		ShutdownTimeout: 5 * time.Second})
+	srv, err := server.New(nil, server.Options{Clusters: &ro, Ingress: in, GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Logger: ro.Logger,
+		ShutdownTimeout: 5 * time.Second, HTTPToken: []byte(breakToken)})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &breakServe{srv: srv, addr: srv.HTTPAddr(), cancel: cancel, done: make(chan error, 1)}
@@ -68,6 +68,24 @@ func startBreakServe(t *testing.T, ro cluster.Options, in server.Ingress) *break
 		return nil
 	})
 	return s
+}
+
+// breakToken is the bearer token of the tests' servers: /readyz shows its detail (one
+// line per cluster) only to a request carrying it.
+const breakToken = "break-token"
+
+// authClient sends breakToken with every request.
+var authClient = &http.Client{Transport: bearer{token: breakToken, next: http.DefaultTransport}}
+
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
 }
 
 // stop ends serve and requires a clean, prompt return (idempotent).
@@ -87,7 +105,7 @@ func (s *breakServe) stop(t *testing.T) {
 }
 
 func (s *breakServe) get(path string) (int, string) {
-	resp, err := http.Get("http://" + s.addr + path)
+	resp, err := authClient.Get("http://" + s.addr + path)
 	if err != nil {
 		return 0, err.Error()
 	}
@@ -102,7 +120,7 @@ func (s *breakServe) gcDryRun(t *testing.T, clusterName, ns string) (int, string
 	t.Helper()
 	q := url.Values{"operation": {"gc"}, "cluster": {clusterName}, "namespace": {ns}, "dryRun": {"true"}}
 	body := `{"apiVersion":"apps/v1","kind":"ReplicaSet","metadata":{"name":"any","namespace":"` + ns + `"}}`
-	resp, err := http.Post("http://"+s.addr+"/?"+q.Encode(), "application/json", strings.NewReader(body))
+	resp, err := authClient.Post("http://"+s.addr+"/?"+q.Encode(), "application/json", strings.NewReader(body))
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
@@ -189,6 +207,10 @@ func TestArgoCDSecretChangesWhileServing(t *testing.T) {
 		cur, err := secrets.Get(ctx, "member", metav1.GetOptions{})
 		require.NoError(t, err)
 		fresh := cluster.ForTestArgoCDSecret("member", fmt.Sprintf("member-%d", i), cp)
+		if cp == a {
+			// Not the hub's URL: one server under two names would be refused.
+			fresh.StringData["server"] = strings.Replace(a.ServerURL(), "127.0.0.1", "localhost", 1)
+		}
 		cur.Data = nil
 		cur.StringData = fresh.StringData
 		_, err = secrets.Update(ctx, cur, metav1.UpdateOptions{})

@@ -77,6 +77,15 @@ type Options struct {
 	PerCluster func(ctx context.Context, c *Cluster) error
 	// Logger receives logs; nil means slog.Default().
 	Logger *slog.Logger
+	// ExecPlugins are the credential plugins Argo CD cluster Secrets may name
+	// (serve --allow-exec-plugin); nil allows none.
+	ExecPlugins *ExecPolicy
+	// MaxClusters caps the clusters served, static ones included (serve
+	// --max-clusters); Argo CD Secrets beyond it are refused. Zero: no cap.
+	MaxClusters int
+	// RequestTimeout bounds every request to a cluster but watches
+	// (DefaultRequestTimeout when zero).
+	RequestTimeout time.Duration
 }
 
 // Cluster is one registered cluster as other packages use it.
@@ -116,6 +125,10 @@ type Status struct {
 	Healthy bool `json:"healthy"`
 	// Error is why the cluster is not healthy (probe error, invalid Secret, conflict).
 	Error string `json:"error,omitempty"`
+	// Reason classifies why an Argo CD Secret is not registered (Reason* constants);
+	// Conflicts names the other Secrets of a duplicate name or server.
+	Reason    string   `json:"reason,omitempty"`
+	Conflicts []string `json:"conflicts,omitempty"`
 	// LastProbe is when the last probe ended; Since when Reachable last changed.
 	LastProbe time.Time `json:"lastProbe,omitzero"`
 	Since     time.Time `json:"since,omitzero"`
@@ -127,15 +140,20 @@ type Registry struct {
 	opts Options
 	log  *slog.Logger
 
-	mu       sync.RWMutex
-	members  map[string]*member
-	secrets  map[string]string // Argo CD Secret namespace/name -> registered cluster name
-	invalid  map[string]Status // Argo CD Secret namespace/name -> why it is not registered
-	runCtx   context.Context
-	wg       sync.WaitGroup
-	running  atomic.Bool
-	argoSync atomic.Pointer[toolscache.InformerSynced]
-	defName  string
+	mu      sync.RWMutex
+	members map[string]*member
+	secrets map[string]string // Argo CD Secret namespace/name -> registered cluster name
+	invalid map[string]Status // Argo CD Secret namespace/name -> why it is not registered
+	claims  map[string]*claim // every Argo CD cluster Secret seen, by namespace/name
+	// argoListed: the first list of Argo CD Secrets has reached the handlers; until
+	// then nothing is admitted (admission.go decides on all of them at once).
+	argoListed atomic.Bool
+	argoEvents *argoEvents
+	runCtx     context.Context
+	wg         sync.WaitGroup
+	running    atomic.Bool
+	argoSync   atomic.Pointer[toolscache.InformerSynced]
+	defName    string
 	// perCluster is Options.PerCluster or what SetPerCluster set.
 	perCluster func(ctx context.Context, c *Cluster) error
 }
@@ -173,7 +191,10 @@ func New(opts Options) (*Registry, error) {
 		log = slog.Default()
 	}
 	r := &Registry{opts: opts, log: log.With("component", "clusters"), members: map[string]*member{},
-		secrets: map[string]string{}, invalid: map[string]Status{}, perCluster: opts.PerCluster}
+		secrets: map[string]string{}, invalid: map[string]Status{}, claims: map[string]*claim{}, perCluster: opts.PerCluster}
+	if opts.MaxClusters > 0 && len(opts.Clusters) > opts.MaxClusters {
+		return nil, fmt.Errorf("cluster: %d clusters given, more than the cap of %d (--max-clusters)", len(opts.Clusters), opts.MaxClusters)
+	}
 	for _, sp := range opts.Clusters {
 		if err := ValidateName(sp.Name); err != nil {
 			return nil, fmt.Errorf("cluster: %w", err)
@@ -201,7 +222,7 @@ func (r *Registry) newMember(sp Spec) (*member, error) {
 	if sp.Config == nil {
 		return nil, fmt.Errorf("cluster %q: no client configuration", sp.Name)
 	}
-	clients, err := kube.NewClients(sp.Config)
+	clients, err := kube.NewClients(withRequestDeadline(sp.Config, r.opts.RequestTimeout))
 	if err != nil {
 		return nil, fmt.Errorf("cluster %q: %w", sp.Name, err)
 	}
@@ -227,7 +248,7 @@ func (r *Registry) newMember(sp Spec) (*member, error) {
 	}
 	recorder, stopRecorder := kube.NewBroadcastRecorder(clients.Kube)
 	m.c.Attacher, err = core.NewAttacher(core.Config{Cluster: sp.Name, Client: clients.Kube, Reader: m.c.Reader, Recorder: recorder,
-		AllowSecrets: r.opts.AllowSecrets, BlockOwnerDeletion: r.opts.BlockOwnerDeletion, Namespaces: r.opts.Namespaces, Logger: r.log})
+		AllowSecrets: r.opts.AllowSecrets, BlockOwnerDeletion: r.opts.BlockOwnerDeletion, Namespaces: r.namespacePolicy(sp), Logger: r.log})
 	if err != nil {
 		stopRecorder()
 		return nil, fmt.Errorf("cluster %q: %w", sp.Name, err)
@@ -363,6 +384,7 @@ func (r *Registry) Run(ctx context.Context) error {
 func (r *Registry) startLocked(m *member) {
 	ctx, cancel := context.WithCancel(r.runCtx)
 	m.cancel, m.done = cancel, make(chan struct{})
+	context.AfterFunc(ctx, m.c.Spec.closeCredentials) // kills a credential plugin still running
 	log := r.log.With("cluster", m.c.Spec.Name)
 	var wg sync.WaitGroup
 	for _, c := range m.caches {
@@ -539,7 +561,7 @@ func (r *Registry) watchArgoCD(ctx context.Context, client kubernetes.Interface)
 			o.LabelSelector = ArgoCDSecretTypeLabel + "=" + ArgoCDSecretTypeCluster
 		}))
 	inf := f.Core().V1().Secrets().Informer()
-	_, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+	handler, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { r.upsertSecret(obj) },
 		UpdateFunc: func(_, obj any) { r.upsertSecret(obj) },
 		DeleteFunc: func(obj any) {
@@ -554,17 +576,39 @@ func (r *Registry) watchArgoCD(ctx context.Context, client kubernetes.Interface)
 	if err != nil {
 		return fmt.Errorf("cluster: Argo CD Secret handler: %w", err)
 	}
-	var synced toolscache.InformerSynced = inf.HasSynced
+	var synced toolscache.InformerSynced = r.argoListed.Load
 	r.argoSync.Store(&synced)
+	r.argoEvents = newArgoEvents(client)
 	f.Start(ctx.Done())
-	r.wg.Add(1)
+	r.wg.Add(2)
 	go func() {
 		defer r.wg.Done()
 		<-ctx.Done()
 		f.Shutdown()
+		r.argoEvents.stop()
+	}()
+	go func() {
+		defer r.wg.Done()
+		r.admitWhenListed(ctx, handler.HasSynced)
 	}()
 	r.log.Info("watching Argo CD cluster Secrets", "namespace", r.opts.ArgoCDNamespace)
 	return nil
+}
+
+// admitWhenListed waits until the handlers have seen the first list of Argo CD
+// Secrets, then admits them all at once: a duplicate is refused from the start, never
+// served for a moment because its twin sorted later.
+func (r *Registry) admitWhenListed(ctx context.Context, listed toolscache.InformerSynced) {
+	if !toolscache.WaitForCacheSync(ctx.Done(), listed) {
+		return
+	}
+	r.mu.Lock()
+	r.argoListed.Store(true)
+	stopped := r.reconcileLocked()
+	r.mu.Unlock()
+	for _, m := range stopped {
+		r.stop(m)
+	}
 }
 
 func (r *Registry) upsertSecret(obj any) {
@@ -572,61 +616,32 @@ func (r *Registry) upsertSecret(obj any) {
 	if !ok {
 		return
 	}
-	key := s.Namespace + "/" + s.Name
-	fp := fingerprint(s)
-	sp, specErr := SpecFromSecret(s)
-
+	c := r.newClaim(s)
 	r.mu.Lock()
 	if r.runCtx == nil || r.runCtx.Err() != nil {
 		r.mu.Unlock()
 		return
 	}
-	if cur, ok := r.secrets[key]; ok {
-		if m := r.members[cur]; m != nil && m.fingerprint == fp {
-			r.mu.Unlock()
-			return // resync or an irrelevant change
-		}
-	}
-	old := r.unregisterLocked(key)
-	delete(r.invalid, key)
-	if specErr != nil {
-		r.invalid[key] = Status{Name: strings.TrimSpace(secretValue(s, "name")), Source: SourceArgoCD,
-			Origin: "Argo CD Secret " + key, Server: secretValue(s, "server"), Error: specErr.Error()}
+	if old, ok := r.claims[c.key]; ok && old.fp == c.fp {
 		r.mu.Unlock()
-		r.stop(old)
-		r.log.Warn("Argo CD cluster Secret ignored", "secret", key, "error", specErr)
-		return
+		return // resync or an irrelevant change
 	}
-	if other, taken := r.members[sp.Name]; taken {
-		why := fmt.Sprintf("cluster name %q is already registered by %s", sp.Name, other.c.Spec.Origin)
-		r.invalid[key] = Status{Name: sp.Name, Source: SourceArgoCD, Origin: sp.Origin, Server: sp.Server(), Error: why}
-		r.mu.Unlock()
-		r.stop(old)
-		r.log.Warn("Argo CD cluster Secret ignored", "secret", key, "error", why)
-		return
-	}
-	m, err := r.newMember(sp)
-	if err != nil {
-		r.invalid[key] = Status{Name: sp.Name, Source: SourceArgoCD, Origin: sp.Origin, Server: sp.Server(), Error: err.Error()}
-		r.mu.Unlock()
-		r.stop(old)
-		r.log.Warn("Argo CD cluster Secret ignored", "secret", key, "error", err)
-		return
-	}
-	m.secret, m.fingerprint = key, fp
-	r.members[sp.Name] = m
-	r.secrets[key] = sp.Name
-	r.startLocked(m)
+	r.claims[c.key] = c
+	stopped := r.reconcileLocked()
 	r.mu.Unlock()
-	r.stop(old)
+	for _, m := range stopped {
+		r.stop(m)
+	}
 }
 
 func (r *Registry) removeSecret(key string) {
 	r.mu.Lock()
-	old := r.unregisterLocked(key)
-	delete(r.invalid, key)
+	delete(r.claims, key)
+	stopped := r.reconcileLocked()
 	r.mu.Unlock()
-	r.stop(old)
+	for _, m := range stopped {
+		r.stop(m)
+	}
 }
 
 // unregisterLocked removes the cluster registered by Secret key and returns it (nil if

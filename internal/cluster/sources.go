@@ -22,6 +22,9 @@ type Sources struct {
 	// ArgoCDNamespace (--argocd-clusters) adds the clusters of the Argo CD cluster
 	// Secrets in that namespace of the default cluster.
 	ArgoCDNamespace string
+	// ExecPlugins are the credential plugins Argo CD cluster Secrets may name
+	// (--allow-exec-plugin); nil allows none.
+	ExecPlugins *ExecPolicy
 	// QPS and Burst are the client rate limits (kube.ConfigOptions).
 	QPS   float32
 	Burst int
@@ -82,7 +85,7 @@ func (s Sources) All(ctx context.Context) ([]Spec, []error, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	argo, bad, err := ArgoCDSpecs(ctx, clients.Kube, s.ArgoCDNamespace)
+	argo, bad, err := ArgoCDSpecs(ctx, clients.Kube, s.ArgoCDNamespace, s.ExecPlugins)
 	if err != nil {
 		return nil, nil, err
 	}

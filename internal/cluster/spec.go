@@ -18,7 +18,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/kube"
@@ -58,6 +57,17 @@ type Spec struct {
 	Config *rest.Config
 	// Namespaces limits the caches and sweeps to these namespaces; empty means all.
 	Namespaces []string
+	// creds runs the cluster's allowed credential plugin (nil without one); the
+	// registry binds its life to the cluster's registration.
+	creds *execCreds
+}
+
+// closeCredentials kills the credential plugin's run in progress, if any, and makes
+// later requests fail: the cluster is no longer served.
+func (s Spec) closeCredentials() {
+	if s.creds != nil {
+		s.creds.Close()
+	}
 }
 
 // Server returns the cluster's API server URL.
@@ -200,13 +210,20 @@ func IsArgoCDClusterSecret(s *corev1.Secret) bool {
 // proxyUrl, disableCompression) and "namespaces" (comma list). The in-cluster server
 // https://kubernetes.default.svc without credentials means the pod's service account.
 // awsAuthConfig is not supported (use execProviderConfig). Errors name the Secret and key.
-func SpecFromSecret(s *corev1.Secret) (Spec, error) {
+// No credential plugin is allowed (see SpecFromSecretAllowing).
+func SpecFromSecret(s *corev1.Secret) (Spec, error) { return SpecFromSecretAllowing(s, nil) }
+
+// SpecFromSecretAllowing is SpecFromSecret with the operator's allow-list of credential
+// plugins: an execProviderConfig whose command is not on it is an error wrapping
+// ErrExecNotAllowed, and nothing is run. An allowed plugin runs only when a request
+// needs a token, under the policy's deadline (see execCreds).
+func SpecFromSecretAllowing(s *corev1.Secret, exec *ExecPolicy) (Spec, error) {
 	if s == nil {
 		return Spec{}, errors.New("nil Secret")
 	}
 	key := s.Namespace + "/" + s.Name
 	fail := func(format string, args ...any) (Spec, error) {
-		return Spec{}, fmt.Errorf("Argo CD cluster Secret %s: %s", key, fmt.Sprintf(format, args...))
+		return Spec{}, fmt.Errorf("Argo CD cluster Secret %s: "+format, append([]any{key}, args...)...)
 	}
 	if !IsArgoCDClusterSecret(s) {
 		return fail("missing label %s=%s", ArgoCDSecretTypeLabel, ArgoCDSecretTypeCluster)
@@ -249,6 +266,7 @@ func SpecFromSecret(s *corev1.Secret) (Spec, error) {
 
 	hasCreds := cc.BearerToken != "" || cc.Username != "" || len(cc.TLSClientConfig.CertData) > 0 || cc.ExecProviderConfig != nil
 	var cfg *rest.Config
+	var creds *execCreds
 	if strings.TrimSuffix(server, "/") == ArgoCDInClusterServer && !hasCreds {
 		if cfg, err = rest.InClusterConfig(); err != nil {
 			return fail("in-cluster server %s: %v", ArgoCDInClusterServer, err)
@@ -272,19 +290,9 @@ func SpecFromSecret(s *corev1.Secret) (Spec, error) {
 			return fail(`"config".tlsClientConfig: certData and keyData go together`)
 		}
 		if e := cc.ExecProviderConfig; e != nil {
-			if e.Command == "" {
-				return fail(`"config".execProviderConfig.command is required`)
+			if creds, err = applyExec(cfg, e, exec); err != nil {
+				return fail("%w", err)
 			}
-			api := e.APIVersion
-			if api == "" {
-				api = "client.authentication.k8s.io/v1beta1"
-			}
-			ec := &clientcmdapi.ExecConfig{Command: e.Command, Args: e.Args, APIVersion: api, InstallHint: e.InstallHint,
-				InteractiveMode: clientcmdapi.NeverExecInteractiveMode}
-			for _, k := range sortedKeys(e.Env) {
-				ec.Env = append(ec.Env, clientcmdapi.ExecEnvVar{Name: k, Value: e.Env[k]})
-			}
-			cfg.ExecProvider = ec
 		}
 		if cc.ProxyURL != "" {
 			pu, err := url.Parse(cc.ProxyURL)
@@ -296,7 +304,38 @@ func SpecFromSecret(s *corev1.Secret) (Spec, error) {
 	}
 	cfg.UserAgent = kube.UserAgent
 	cfg.QPS, cfg.Burst = 50, 100
-	return Spec{Name: name, Source: SourceArgoCD, Origin: "Argo CD Secret " + key, Config: cfg, Namespaces: nss}, nil
+	return Spec{Name: name, Source: SourceArgoCD, Origin: "Argo CD Secret " + key, Config: cfg, Namespaces: nss, creds: creds}, nil
+}
+
+// applyExec checks the Secret's execProviderConfig against the allow-list and makes
+// every request of cfg carry the token of the allowed plugin (run by execCreds, not by
+// client-go). Errors wrap ErrExecNotAllowed for a command or environment not allowed.
+func applyExec(cfg *rest.Config, e *argoExecProvider, p *ExecPolicy) (*execCreds, error) {
+	if e.Command == "" {
+		return nil, errors.New(`"config".execProviderConfig.command is required`)
+	}
+	path, err := p.resolve(e.Command)
+	if err != nil {
+		return nil, fmt.Errorf(`"config".execProviderConfig: %w`, err)
+	}
+	api := e.APIVersion
+	if api == "" {
+		api = "client.authentication.k8s.io/v1beta1"
+	}
+	if api != "client.authentication.k8s.io/v1beta1" && api != "client.authentication.k8s.io/v1" {
+		return nil, fmt.Errorf(`"config".execProviderConfig.apiVersion %q is not client.authentication.k8s.io/v1 or v1beta1`, core.Clip(api))
+	}
+	var env []string
+	for _, k := range sortedKeys(e.Env) {
+		if unsafePluginEnv(k) || k == "" || strings.ContainsRune(k, '=') {
+			return nil, fmt.Errorf(`"config".execProviderConfig.env: %w: %q may not be set by a cluster Secret`, ErrExecNotAllowed, core.Clip(k))
+		}
+		env = append(env, k+"="+e.Env[k])
+	}
+	creds := newExecCreds(path, api, e.Args, env, p.timeout())
+	cfg.BearerToken, cfg.BearerTokenFile, cfg.Username, cfg.Password = "", "", "", ""
+	cfg.Wrap(creds.wrap)
+	return creds, nil
 }
 
 // secretValue returns data[key], else stringData[key] (set by clients before the
@@ -320,9 +359,10 @@ func fingerprint(s *corev1.Secret) string {
 }
 
 // ArgoCDSpecs lists the Argo CD cluster Secrets in namespace ns once (for one-shot
-// commands; the Registry watches them instead). It returns the valid Specs and one
-// error per invalid Secret; the error is a listing failure.
-func ArgoCDSpecs(ctx context.Context, client kubernetes.Interface, ns string) ([]Spec, []error, error) {
+// commands; the Registry watches them instead), with the credential plugins exec
+// allows (nil: none). It returns the valid Specs and one error per invalid Secret; the
+// error is a listing failure.
+func ArgoCDSpecs(ctx context.Context, client kubernetes.Interface, ns string, exec *ExecPolicy) ([]Spec, []error, error) {
 	list, err := client.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: ArgoCDSecretTypeLabel + "=" + ArgoCDSecretTypeCluster})
 	if err != nil {
 		return nil, nil, fmt.Errorf("listing Argo CD cluster Secrets in %s: %w", ns, err)
@@ -331,7 +371,7 @@ func ArgoCDSpecs(ctx context.Context, client kubernetes.Interface, ns string) ([
 	var specs []Spec
 	var bad []error
 	for i := range list.Items {
-		sp, err := SpecFromSecret(&list.Items[i])
+		sp, err := SpecFromSecretAllowing(&list.Items[i], exec)
 		if err != nil {
 			bad = append(bad, err)
 			continue

@@ -31,10 +31,13 @@ func argoSecret(data map[string]string) *corev1.Secret {
 
 func TestSpecFromSecret(t *testing.T) {
 	const ca = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==" // base64 of a PEM header: enough for a Spec
+	awsAllowed, err := NewExecPolicy([]string{"/usr/local/bin/aws"}, 0, "")
+	require.NoError(t, err)
 	tests := []struct {
 		name    string
 		secret  *corev1.Secret
 		wantErr string
+		policy  *ExecPolicy
 		check   func(t *testing.T, s Spec)
 	}{
 		{name: "bearer token and CA", secret: argoSecret(map[string]string{"name": "prod", "server": "https://prod.example:6443",
@@ -58,15 +61,21 @@ func TestSpecFromSecret(t *testing.T) {
 				assert.Equal(t, "u", s.Config.Username)
 				assert.Equal(t, []string{"team-a", "team-b"}, s.Namespaces)
 			}},
-		{name: "exec provider", secret: argoSecret(map[string]string{"name": "eks", "server": "https://eks.example",
-			"config": `{"execProviderConfig":{"command":"aws","args":["eks","get-token","--cluster-name","x"],"env":{"B":"2","A":"1"},"apiVersion":"client.authentication.k8s.io/v1"},"tlsClientConfig":{"caData":"` + ca + `"}}`}),
+		{name: "exec provider, allowed", policy: awsAllowed, secret: argoSecret(map[string]string{"name": "eks", "server": "https://eks.example",
+			"config": `{"execProviderConfig":{"command":"/usr/local/bin/aws","args":["eks","get-token","--cluster-name","x"],"env":{"B":"2","A":"1"},"apiVersion":"client.authentication.k8s.io/v1"},"tlsClientConfig":{"caData":"` + ca + `"}}`}),
 			check: func(t *testing.T, s Spec) {
-				require.NotNil(t, s.Config.ExecProvider)
-				assert.Equal(t, "aws", s.Config.ExecProvider.Command)
-				assert.Equal(t, []string{"eks", "get-token", "--cluster-name", "x"}, s.Config.ExecProvider.Args)
-				assert.Equal(t, []clientcmdapi.ExecEnvVar{{Name: "A", Value: "1"}, {Name: "B", Value: "2"}}, s.Config.ExecProvider.Env)
-				assert.Equal(t, "client.authentication.k8s.io/v1", s.Config.ExecProvider.APIVersion)
+				assert.Nil(t, s.Config.ExecProvider, "client-go never runs it: execCreds does, under a deadline")
+				require.NotNil(t, s.creds)
+				assert.Equal(t, "/usr/local/bin/aws", s.creds.path)
+				assert.Equal(t, []string{"eks", "get-token", "--cluster-name", "x"}, s.creds.args)
+				assert.Equal(t, []string{"A=1", "B=2"}, s.creds.env)
+				assert.Equal(t, "client.authentication.k8s.io/v1", s.creds.apiVersion)
+				assert.NotNil(t, s.Config.WrapTransport)
 			}},
+		{name: "exec provider, not allowed", secret: argoSecret(map[string]string{"name": "eks", "server": "https://eks.example",
+			"config": `{"execProviderConfig":{"command":"aws","args":["eks","get-token"]}}`}), wantErr: `credential plugin not allowed: "aws"`},
+		{name: "exec provider, another command than allowed", policy: awsAllowed, secret: argoSecret(map[string]string{"name": "eks", "server": "https://eks.example",
+			"config": `{"execProviderConfig":{"command":"aws","args":["eks","get-token"]}}`}), wantErr: `credential plugin not allowed: "aws" (allowed: /usr/local/bin/aws)`},
 		{name: "client certificate and proxy", secret: argoSecret(map[string]string{"name": "c", "server": "https://c.example",
 			"config": `{"tlsClientConfig":{"certData":"` + ca + `","keyData":"` + ca + `"},"proxyUrl":"http://proxy:3128","disableCompression":true}`}),
 			check: func(t *testing.T, s Spec) {
@@ -92,7 +101,7 @@ func TestSpecFromSecret(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, err := SpecFromSecret(tt.secret)
+			s, err := SpecFromSecretAllowing(tt.secret, tt.policy)
 			if tt.wantErr != "" {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tt.wantErr)

@@ -15,6 +15,11 @@ type NamespacePolicy struct {
 	Allow []string
 	// Deny lists namespaces events may never act in; it wins over Allow.
 	Deny []string
+	// Limit, when non-empty, lists the only namespaces of one cluster (its Argo CD
+	// cluster Secret's "namespaces"), on top of Allow and Deny; LimitBy names that
+	// cluster for the refusal.
+	Limit   []string
+	LimitBy string
 }
 
 // SystemNamespaces are the namespaces Kubernetes itself keeps objects in: kube-system
@@ -72,6 +77,9 @@ func (p NamespacePolicy) Check(ns string) error {
 	}
 	if len(p.Allow) > 0 && !slices.Contains(p.Allow, ns) {
 		return refusedf("namespace %q is not among the namespaces this service may act in (--namespaces %s)", Clip(ns), strings.Join(p.Allow, ","))
+	}
+	if len(p.Limit) > 0 && !slices.Contains(p.Limit, ns) {
+		return refusedf("namespace %q is not among the namespaces of %s (namespaces: %s)", Clip(ns), p.LimitBy, strings.Join(p.Limit, ","))
 	}
 	return nil
 }

@@ -329,12 +329,15 @@ func (d *Dispatcher) acquire(ctx context.Context, path Path, cluster string) (fu
 	d.mu.Unlock()
 	own := d.clusterSlots(cluster)
 	if own != nil {
-		if err := d.slot(ctx, path, own, fmt.Sprintf("limit %d for cluster %q", cap(own), cluster)); err != nil {
+		// An EventBus message waiting for its cluster's slot would hold one of the
+		// subscriber's handlers, which every cluster shares: it is answered busy at once
+		// (Nak, redelivered later), so a stalled cluster cannot take them all.
+		if err := d.slot(ctx, path.pull() && path != PathEventBus, own, fmt.Sprintf("limit %d for cluster %q", cap(own), cluster)); err != nil {
 			d.wg.Done()
 			return nil, err
 		}
 	}
-	if err := d.slot(ctx, path, d.sem, fmt.Sprintf("limit %d", cap(d.sem))); err != nil {
+	if err := d.slot(ctx, path.pull(), d.sem, fmt.Sprintf("limit %d", cap(d.sem))); err != nil {
 		if own != nil {
 			<-own
 		}
@@ -364,15 +367,15 @@ func (d *Dispatcher) clusterSlots(cluster string) chan struct{} {
 	return c.(chan struct{})
 }
 
-// slot takes one of sem's slots: at once or ErrBusy for a pushed event, waiting while
-// ctx lives for a pulled one.
-func (d *Dispatcher) slot(ctx context.Context, path Path, sem chan struct{}, limit string) error {
+// slot takes one of sem's slots: at once or ErrBusy, or with wait (a pulled event)
+// waiting while ctx lives.
+func (d *Dispatcher) slot(ctx context.Context, wait bool, sem chan struct{}, limit string) error {
 	select {
 	case sem <- struct{}{}:
 		return nil
 	default:
 	}
-	if !path.pull() {
+	if !wait {
 		return fmt.Errorf("%w (%s); retry later", ErrBusy, limit)
 	}
 	select {

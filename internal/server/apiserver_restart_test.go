@@ -45,7 +45,7 @@ func TestAPIServerRestartNotReadyThenCatchesUp(t *testing.T) {
 
 	srv, err := server.New(c.RESTConfig(), server.Options{GRPCAddr: "-", HTTPAddr: "127.0.0.1:0", Logger: logger(t),
 		ClusterName: "home", ProbeInterval: 250 * time.Millisecond, ShutdownTimeout: 5 * time.Second,
-		Ingress: server.Ingress{Watch: true, WatchResync: time.Hour}})
+		HTTPToken: []byte(detailToken), PublicMetrics: true, Ingress: server.Ingress{Watch: true, WatchResync: time.Hour}})
 	require.NoError(t, err)
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -60,15 +60,7 @@ func TestAPIServerRestartNotReadyThenCatchesUp(t *testing.T) {
 		}
 	})
 	base := "http://" + srv.HTTPAddr()
-	readyz := func() (int, string) {
-		resp, err := http.Get(base + "/readyz")
-		if err != nil {
-			return 0, err.Error()
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	readyz := func() (int, string) { return getReadyz(srv.HTTPAddr()) }
 	waitReady := func(what string) {
 		controlplane.Eventually(t, 60*time.Second, what, func() error {
 			if code, body := readyz(); code != http.StatusOK {
@@ -103,7 +95,11 @@ func TestAPIServerRestartNotReadyThenCatchesUp(t *testing.T) {
 	// An event now is answered "retry later" at once.
 	post := func() (int, string, time.Duration) {
 		start := time.Now()
-		resp, err := http.Post(base+"/", "application/json", strings.NewReader(eventData(ns, before.Name, string(before.UID))))
+		req, err := http.NewRequest(http.MethodPost, base+"/", strings.NewReader(eventData(ns, before.Name, string(before.UID))))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+detailToken)
+		resp, err := http.DefaultClient.Do(req)
 		require.NoError(t, err)
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)

@@ -25,7 +25,8 @@ func runWithBus(t *testing.T, eb eventbus.SubscriberOptions) (addr string, done 
 	t.Helper()
 	c := controlplane.Require(t, cp)
 	srv, err := server.New(c.RESTConfig(), server.Options{GRPCAddr: "-", HTTPAddr: "127.0.0.1:0", Logger: logger(t),
-		ShutdownTimeout: 5 * time.Second, ProbeInterval: 200 * time.Millisecond, Ingress: server.Ingress{EventBus: &eb}})
+		ShutdownTimeout: 5 * time.Second, ProbeInterval: 200 * time.Millisecond, Ingress: server.Ingress{EventBus: &eb},
+		HTTPToken: []byte(detailToken)})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	ch := make(chan error, 1)
@@ -33,8 +34,17 @@ func runWithBus(t *testing.T, eb eventbus.SubscriberOptions) (addr string, done 
 	return srv.HTTPAddr(), ch, cancel
 }
 
+// detailToken is the bearer token of the tests' servers that read /readyz's detail
+// (it is shown only to a request carrying the token).
+const detailToken = "readyz-detail"
+
 func getReadyz(addr string) (int, string) {
-	resp, err := http.Get("http://" + addr + "/readyz")
+	req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/readyz", nil)
+	if err != nil {
+		return 0, err.Error()
+	}
+	req.Header.Set("Authorization", "Bearer "+detailToken)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, err.Error()
 	}

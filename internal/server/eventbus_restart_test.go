@@ -55,7 +55,7 @@ func TestEventBusDownThenBack(t *testing.T) {
 	bus.Shutdown()
 
 	srv, err := server.New(c.RESTConfig(), server.Options{GRPCAddr: "-", HTTPAddr: "127.0.0.1:0", Logger: logger(t), ShutdownTimeout: 5 * time.Second,
-		Ingress: server.Ingress{WatchResync: time.Hour, EventBus: &eventbus.SubscriberOptions{URL: bus.ClientURL(),
+		HTTPToken: []byte(detailToken), PublicMetrics: true, Ingress: server.Ingress{WatchResync: time.Hour, EventBus: &eventbus.SubscriberOptions{URL: bus.ClientURL(),
 			Auth: eventbus.Auth{Token: "bus-token"}, TLS: eventbus.TLS{CAFile: bus.CAFile()}, NakDelay: 200 * time.Millisecond}}})
 	require.NoError(t, err)
 	runCtx, cancel := context.WithCancel(ctx)
@@ -72,15 +72,7 @@ func TestEventBusDownThenBack(t *testing.T) {
 			t.Error("server did not stop")
 		}
 	})
-	readyz := func() (int, string) {
-		resp, err := http.Get("http://" + srv.HTTPAddr() + "/readyz")
-		if err != nil {
-			return 0, err.Error()
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	readyz := func() (int, string) { return getReadyz(srv.HTTPAddr()) }
 	expect := func(code int, phrase string) {
 		t.Helper()
 		controlplane.Eventually(t, 30*time.Second, fmt.Sprintf("/readyz %d with %q", code, phrase), func() error {
