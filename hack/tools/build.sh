@@ -6,6 +6,8 @@
 # at the pinned version (recorded in bin/.<name>.version) is skipped. Usage: build.sh [NAME...]
 # Argo CD v3.6 declares go 1.27: its module alone is built with ARGOCD_GOTOOLCHAIN
 # (default go1.27.3, which the go command fetches from the module proxy).
+# external-secrets (the External Secrets Operator, a neighbour test's controller) is built
+# only when named: `build.sh external-secrets`.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bin="$root/bin"
@@ -83,6 +85,9 @@ for name in "${want[@]}"; do
       v=$(version_of "$root/hack/tools/kustomize" sigs.k8s.io/kustomize/kustomize/v5)
       build kustomize "$root/hack/tools/kustomize" sigs.k8s.io/kustomize/kustomize/v5 "$v" \
         "-s -w -X sigs.k8s.io/kustomize/api/provenance.version=kustomize/$v -X sigs.k8s.io/kustomize/api/provenance.buildDate=1970-01-01T00:00:00Z" ;;
+    external-secrets|eso)
+      v=$(version_of "$root/hack/tools/eso" github.com/external-secrets/external-secrets)
+      build external-secrets "$root/hack/tools/eso" github.com/external-secrets/external-secrets "$v" "-s -w" ;;
     *) echo "tools: unknown tool $name" >&2; exit 2 ;;
   esac
 done

@@ -152,6 +152,7 @@ func (a *Attacher) attachRevision(ctx context.Context, ev RevisionEvent, meta *m
 	if len(added) > 0 {
 		a.log.Info("attached", "kind", ev.Kind, "namespace", ev.Namespace, "name", ev.Name, "owners", or.Owners)
 		a.record(ev.Kind, ev.Namespace, ev.Name, uid, added)
+		a.warn(ev.Kind, ev.Namespace, ev.Name, uid, or.Warnings, added)
 	}
 	return or
 }

@@ -1,0 +1,76 @@
+package externalsecrets_test
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/configmap-attacher/configmap-attacher/internal/controlplane"
+	"github.com/configmap-attacher/configmap-attacher/internal/externalsecrets"
+)
+
+// The package's one control plane (with its workloads: kube-scheduler, kwok, the Argo
+// Rollouts controller, and kube-controller-manager's garbage collector) and one External
+// Secrets controller, shared by every scenario; each scenario has its own namespace,
+// SecretStore and service.
+var (
+	cp  *controlplane.ControlPlane
+	eso *externalsecrets.ESO
+)
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	flag.Parse()
+	if testing.Short() {
+		return m.Run()
+	}
+	logf := func(f string, a ...any) {
+		if testing.Verbose() {
+			fmt.Fprintf(os.Stderr, f+"\n", a...)
+		}
+	}
+	start := time.Now()
+	c, e, stop, err := startAll(logf)
+	if err != nil {
+		if errors.Is(err, controlplane.ErrMissingBinaries) || errors.Is(err, externalsecrets.ErrMissingBinary) {
+			fmt.Fprintln(os.Stderr, "FAIL: binaries missing: run `make tools` and `hack/tools/build.sh external-secrets`")
+		}
+		fmt.Fprintln(os.Stderr, "FAIL: starting the control plane and External Secrets:", err)
+		return 1
+	}
+	defer stop()
+	cp, eso = c, e
+	logf("externalsecrets: control plane and External Secrets started in %s", time.Since(start).Round(time.Millisecond))
+	return m.Run()
+}
+
+func startAll(logf func(string, ...any)) (*controlplane.ControlPlane, *externalsecrets.ESO, func(), error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c, err := controlplane.Start(ctx, controlplane.Options{Name: "eso", Workloads: true, Logf: logf})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	dir, err := os.MkdirTemp("", "cma-eso-")
+	if err != nil {
+		_ = c.Stop()
+		return nil, nil, nil, err
+	}
+	root, err := controlplane.RepoRoot()
+	if err == nil {
+		var e *externalsecrets.ESO
+		e, err = externalsecrets.Start(ctx, externalsecrets.Options{Kubeconfig: c.Kubeconfig(), RESTConfig: c.RESTConfig(),
+			BinDir: c.BinDir(), Dir: dir, Root: root, Logf: logf})
+		if err == nil {
+			return c, e, func() { e.Stop(); _ = c.Stop(); _ = os.RemoveAll(dir) }, nil
+		}
+	}
+	_ = c.Stop()
+	_ = os.RemoveAll(dir)
+	return nil, nil, nil, err
+}
