@@ -9,7 +9,7 @@ LDFLAGS := -s -w -X github.com/configmap-attacher/configmap-attacher/internal/cl
 TEST_FLAGS ?= -count=1 -timeout 30m
 export CONFIGMAP_ATTACHER_BIN_DIR := $(BIN)
 
-.PHONY: help build tools tools-controlplane test unit lint run demo clean
+.PHONY: help build tools tools-controlplane test test-eso unit lint run demo clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
@@ -23,6 +23,10 @@ tools: ## build every pinned real component into bin/ (first run: about 65 minut
 
 tools-controlplane: ## build only what make run and make demo need: the control plane and its workloads (scheduler, kwok, Argo Rollouts)
 	@hack/tools/build.sh etcd kube-apiserver kube-controller-manager kube-scheduler kwok rollouts-controller kubectl-argo-rollouts
+
+test-eso: tools-controlplane ## run the External Secrets scenarios (internal/externalsecrets) on the real ESO; builds it first (long: not in make test)
+	@hack/tools/build.sh external-secrets
+	CONFIGMAP_ATTACHER_ESO=1 $(GO) test $(TEST_FLAGS) ./internal/externalsecrets/
 
 test: tools lint ## run every test on the real local control plane (builds the tools first)
 	$(GO) test $(TEST_FLAGS) ./...
