@@ -18,8 +18,7 @@ import (
 func TestASecretESOWritesAfterItsReplicaSetIsAttachedAndStaysESOs(t *testing.T) {
 	w := newWorld(t, map[string]string{"/web/password": "first"})
 	tl := w.watchSecrets()
-	w.createRollout("web", "web-secret-5f7c9", false)
-	rs := w.replicaSetUsing("web", "web-secret-5f7c9")
+	rs := w.bareReplicaSet("web-1", "web-secret-5f7c9")
 	w.externalSecret("web-secret-5f7c9", "", map[string]string{"password": "/web/password"})
 	w.waitSynced("web-secret-5f7c9")
 	es, err := w.getExternalSecret("web-secret-5f7c9")

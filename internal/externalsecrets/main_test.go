@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -61,7 +62,7 @@ func run(m *testing.M) int {
 func startAll(logf func(string, ...any)) (*controlplane.ControlPlane, *externalsecrets.ESO, func(), error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	c, err := controlplane.Start(ctx, controlplane.Options{Name: "eso", Workloads: true, Logf: logf})
+	c, err := controlplane.Start(ctx, controlplane.Options{Name: "eso", Workloads: workloadsBuilt(), Logf: logf})
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -82,4 +83,33 @@ func startAll(logf func(string, ...any)) (*controlplane.ControlPlane, *externals
 	_ = c.Stop()
 	_ = os.RemoveAll(dir)
 	return nil, nil, nil, err
+}
+
+// workloadsBuilt reports whether the workload binaries (kube-scheduler, kwok, the Argo
+// Rollouts controller) are built; `make test-eso` builds them. Without them only the
+// scenarios on bare ReplicaSets run (needWorkloads).
+func workloadsBuilt() bool {
+	dir := os.Getenv("CONFIGMAP_ATTACHER_BIN_DIR")
+	if dir == "" {
+		root, err := controlplane.RepoRoot()
+		if err != nil {
+			return false
+		}
+		dir = filepath.Join(root, "bin")
+	}
+	for _, b := range controlplane.WorkloadBinaries {
+		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// needWorkloads skips a scenario that needs the real Argo Rollouts controller when its
+// binaries are not built (`make test-eso` builds them, so there it never skips).
+func needWorkloads(t *testing.T) {
+	t.Helper()
+	if !workloadsBuilt() {
+		t.Skip("needs kube-scheduler, kwok and the Argo Rollouts controller: make test-eso builds them")
+	}
 }

@@ -18,6 +18,7 @@ import (
 // ReplicaSet uses exists; the previous ExternalSecret pruned (as Argo CD does when Git
 // drops it) leaves its Secret to the ReplicaSets; once neither is left the Secret goes.
 func TestOneExternalSecretPerRevisionThroughCanaryAbortAndUndo(t *testing.T) {
+	needWorkloads(t)
 	w := newWorld(t, map[string]string{"/web/password": "p"})
 	keys := map[string]string{"password": "/web/password"}
 	const v1, v2 = "web-secret-1a2b3", "web-secret-4c5d6"

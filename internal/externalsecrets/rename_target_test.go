@@ -7,7 +7,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/configmap-attacher/configmap-attacher/internal/argorollouts"
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/externalsecrets"
 )
@@ -20,9 +19,7 @@ import (
 func TestRenamingTheTargetIsReportedBeforeESODeletesTheSecret(t *testing.T) {
 	w := newWorld(t, map[string]string{"/web/password": "p"})
 	w.externalSecret("web-secret", "web-secret-v1", map[string]string{"password": "/web/password"})
-	w.createRollout("web", "web-secret-v1", true)
-	rs1 := w.replicaSetUsing("web", "web-secret-v1")
-	w.waitRollout("web", "healthy", argorollouts.Status.Healthy)
+	rs1 := w.bareReplicaSet("web-1", "web-secret-v1")
 	w.waitSynced("web-secret")
 	es, err := w.getExternalSecret("web-secret")
 	if err != nil {
@@ -47,17 +44,16 @@ func TestRenamingTheTargetIsReportedBeforeESODeletesTheSecret(t *testing.T) {
 		}
 	}
 
-	// The control: the next release renames the target; ESO deletes web-secret-v1 while
-	// the old ReplicaSet, stable during the paused canary, still owns and uses it.
+	// The control: the next release renames the target (and its ReplicaSet reads the new
+	// name); ESO deletes web-secret-v1 while the old ReplicaSet still owns and uses it.
 	if err := externalsecrets.SetTarget(w.Ctx, w.Dynamic, w.NS, "web-secret", "web-secret-v2"); err != nil {
 		t.Fatal(err)
 	}
-	if err := argorollouts.SetTemplate(w.Ctx, w.Dynamic, w.NS, "web", podTemplate("web", "web-secret-v2")); err != nil {
-		t.Fatal(err)
-	}
+	rs2 := w.bareReplicaSet("web-2", "web-secret-v2")
 	w.WaitGone("Secret web-secret-v1", func() error { _, err := w.secret("web-secret-v1"); return err })
-	w.waitRollout("web", "paused at the canary step", func(s argorollouts.Status) bool { return s.Paused })
 	if _, err := w.Kube.AppsV1().ReplicaSets(w.NS).Get(w.Ctx, rs1.Name, metav1.GetOptions{}); err != nil {
-		t.Fatalf("the stable ReplicaSet %s: %v", rs1.Name, err)
+		t.Fatalf("the old ReplicaSet %s: %v", rs1.Name, err)
 	}
+	w.waitSynced("web-secret")
+	w.waitOwners("web-secret-v2", rs2.UID, es.GetUID())
 }
