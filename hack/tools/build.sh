@@ -7,6 +7,8 @@
 # at the pinned version (recorded in bin/.<name>.version) is skipped. Usage: build.sh [NAME...]
 # Argo CD v3.6 declares go 1.27: its module alone is built with ARGOCD_GOTOOLCHAIN
 # (default go1.27.3, which the go command fetches from the module proxy).
+# external-secrets (the External Secrets Operator, a neighbour test's controller) is built
+# only when named: `build.sh external-secrets`.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bin="$root/bin"
@@ -91,6 +93,9 @@ for name in "${want[@]}"; do
     dashboard-lint)
       v=src-$(cat "$root"/hack/tools/dashboard-lint/*.go "$root/hack/tools/dashboard-lint/go.mod" | sha256sum | cut -c1-12)
       build dashboard-lint "$root/hack/tools/dashboard-lint" . "$v" "-s -w" ;;
+    external-secrets|eso)
+      v=$(version_of "$root/hack/tools/eso" github.com/external-secrets/external-secrets)
+      build external-secrets "$root/hack/tools/eso" github.com/external-secrets/external-secrets "$v" "-s -w" ;;
     *) echo "tools: unknown tool $name" >&2; exit 2 ;;
   esac
 done

@@ -21,6 +21,7 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/internal/cluster"
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/gc"
+	"github.com/configmap-attacher/configmap-attacher/internal/kube"
 )
 
 func init() { register(newStatusCommand) }
@@ -112,6 +113,8 @@ type StatusReport struct {
 	Orphaned []GCItem `json:"orphaned"`
 	// OptIn is the fix for the workloads' references that are not opted in.
 	OptIn *OptInFix `json:"optInFix,omitempty"`
+	// Unprotected are attached revisions a neighbour deletes anyway, with the fix.
+	Unprotected []UnprotectedItem `json:"unprotected,omitempty"`
 }
 
 // WorkloadStatus is one workload and its ReplicaSets.
@@ -297,6 +300,7 @@ func BuildStatus(snap *gc.Snapshot, plan *gc.Plan, others []gc.Revision, secrets
 		})
 		rep.Workloads = append(rep.Workloads, *g)
 	}
+	rep.Unprotected = unprotected(snap.Revisions, others)
 	for _, it := range plan.Items {
 		switch {
 		case it.Decision == gc.Repair || (len(it.ReferencedBy) > 0 && len(it.Owners) == 0):
@@ -432,6 +436,7 @@ func renderStatus(w io.Writer, rep StatusReport, now time.Time, pal palette) {
 	section("Orphaned revisions (unused, no live owner)", rep.Orphaned, func(it GCItem) string {
 		return "gc: " + string(it.Decision) + " (" + it.Reason + ")"
 	})
+	renderUnprotected(w, rep.Unprotected)
 	if rep.OptIn != nil {
 		renderOptIn(w, rep.OptIn)
 	}
@@ -472,6 +477,10 @@ func (o *StatusOptions) Run(ctx context.Context, s *Streams) error {
 			return err
 		}
 	}
+	apps := make([]*kube.Applications, len(targets))
+	for i, t := range targets {
+		apps[i] = &kube.Applications{Dynamic: t.clients.Dynamic}
+	}
 	// one builds the reports of one cluster.
 	one := func(ctx context.Context, i int) ([]StatusReport, error) {
 		t := targets[i]
@@ -490,6 +499,7 @@ func (o *StatusOptions) Run(ctx context.Context, s *Streams) error {
 			}
 			rep := BuildStatus(snap, plan, listOthers(ctx, t.clients.Metadata, ns, o.IncludeSecrets, plan), o.IncludeSecrets)
 			addHealth(ctx, t.clients, ns, &rep)
+			addAppUnprotected(ctx, apps[i], &rep, snap.Revisions)
 			rep.Cluster = clusterOrDefault(t.name)
 			reps = append(reps, rep)
 		}

@@ -248,7 +248,8 @@ func (r *Registry) newMember(sp Spec) (*member, error) {
 	}
 	recorder, stopRecorder := kube.NewBroadcastRecorder(clients.Kube)
 	m.c.Attacher, err = core.NewAttacher(core.Config{Cluster: sp.Name, Client: clients.Kube, Reader: m.c.Reader, Recorder: recorder,
-		AllowSecrets: r.opts.AllowSecrets, BlockOwnerDeletion: r.opts.BlockOwnerDeletion, Namespaces: r.namespacePolicy(sp), Logger: r.log})
+		AllowSecrets: r.opts.AllowSecrets, BlockOwnerDeletion: r.opts.BlockOwnerDeletion, Namespaces: r.namespacePolicy(sp), Logger: r.log,
+		Applications: &kube.Applications{Dynamic: clients.Dynamic}})
 	if err != nil {
 		stopRecorder()
 		return nil, fmt.Errorf("cluster %q: %w", sp.Name, err)

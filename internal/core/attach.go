@@ -85,6 +85,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Backoff bounds the retries of a conflicting write; zero means DefaultBackoff.
 	Backoff wait.Backoff
+	// Applications, when set, lets the service check the Argo CD Application of a
+	// revision it attaches (appWarning); nil skips that check.
+	Applications ApplicationReader
 }
 
 // DefaultBackoff is the retry schedule for conflicting writes: 30 tries, 10 ms growing by
@@ -621,6 +624,7 @@ func (a *Attacher) write(ctx context.Context, ev Event, rs *appsv1.ReplicaSet, p
 		}
 		a.log.Info("attached", args...)
 		a.record(p.ref.Kind, rs.Namespace, p.ref.Name, uid, added)
+		a.warn(p.ref.Kind, rs.Namespace, p.ref.Name, uid, or.Warnings, added)
 	}
 	return or
 }

@@ -122,6 +122,7 @@ func (a *Attacher) addOwners(ctx context.Context, ns string, or ObjectResult, me
 
 	var lastErr error
 	var added []metav1.OwnerReference
+	var wrote *metav1.PartialObjectMetadata
 	err := retry(ctx, a.cfg.Backoff, func(ctx context.Context) (bool, error) {
 		if meta == nil {
 			m, err := a.getMetaLive(ctx, or.Kind, ns, or.Name)
@@ -147,6 +148,7 @@ func (a *Attacher) addOwners(ctx context.Context, ns string, or ObjectResult, me
 		switch {
 		case err == nil:
 			or.Outcome, or.Owners, added = OutcomeAttached, ownerNames(missing), missing
+			or.Warnings, wrote = Unprotected(or.Kind, &after.ObjectMeta), after
 			a.written.wrote(key, meta.ResourceVersion, after)
 			return true, nil
 		case apierrors.IsConflict(err):
@@ -158,6 +160,9 @@ func (a *Attacher) addOwners(ctx context.Context, ns string, or ObjectResult, me
 	})
 	switch {
 	case err == nil && len(added) > 0:
+		if w := a.appWarning(ctx, or.Kind, &wrote.ObjectMeta); w != nil {
+			or.Warnings = append(or.Warnings, *w)
+		}
 		return or, added, meta.UID
 	case err == nil:
 		return or, nil, ""

@@ -43,6 +43,9 @@ type ObjectResult struct {
 	// Transient is true for an error that a retry may fix; an OutcomeError that is not
 	// transient is permanent (see IsPermanent).
 	Transient bool `json:"transient,omitempty"`
+	// Warnings are the reasons an attached object is still not protected by its owners
+	// (Unprotected): a neighbour would delete it anyway. Set when this call attached it.
+	Warnings []Warning `json:"warnings,omitempty"`
 
 	cause error // the apiserver's error behind OutcomeError
 }

@@ -160,6 +160,7 @@ func (a *Attacher) attachRevision(ctx context.Context, ev RevisionEvent, meta *m
 		}
 		a.log.Info("attached", args...)
 		a.record(ev.Kind, ev.Namespace, ev.Name, uid, added)
+		a.warn(ev.Kind, ev.Namespace, ev.Name, uid, or.Warnings, added)
 	}
 	return or
 }

@@ -15,11 +15,12 @@ type Metrics struct {
 	// parts of the service (cluster registry, sweeper, EventBus) register theirs here.
 	Registry *prometheus.Registry
 
-	events   *prometheus.CounterVec
-	objects  *prometheus.CounterVec
-	givenUp  *prometheus.CounterVec
-	duration *prometheus.HistogramVec
-	inFlight prometheus.Gauge
+	events      *prometheus.CounterVec
+	objects     *prometheus.CounterVec
+	givenUp     *prometheus.CounterVec
+	unprotected *prometheus.CounterVec
+	duration    *prometheus.HistogramVec
+	inFlight    prometheus.Gauge
 }
 
 // NewMetrics returns a fresh set of metrics:
@@ -34,6 +35,11 @@ type Metrics struct {
 //	                                                         events no way in will retry: permanent
 //	                                                         (answered so), max-deliver (EventBus),
 //	                                                         max-retries (watcher)
+//	configmap_attacher_unprotected_revisions_total{cluster,reason}
+//	                                                         revisions attached that a neighbour would
+//	                                                         still delete (core.Unprotected: reason
+//	                                                         ExternalSecretTargetRename or
+//	                                                         NotProtectedFromPruning)
 //	configmap_attacher_event_duration_seconds{path}          time to handle one event
 //	configmap_attacher_events_in_flight                      events being handled
 func NewMetrics() *Metrics {
@@ -48,12 +54,15 @@ func NewMetrics() *Metrics {
 		givenUp: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "configmap_attacher_events_given_up_total",
 			Help: "Events that will not be retried by their way in, by reason (permanent, max-deliver, max-retries)."},
 			[]string{"cluster", "path", "reason"}),
+		unprotected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "configmap_attacher_unprotected_revisions_total",
+			Help: "Revisions attached that a neighbour still deletes whatever their owners (External Secrets renaming the target, Argo CD's controller-only owner references), by reason."},
+			[]string{"cluster", "reason"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "configmap_attacher_event_duration_seconds",
 			Help: "Time to handle one event.", Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12)}, []string{"path"}),
 		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "configmap_attacher_events_in_flight",
 			Help: "Events being handled now."}),
 	}
-	m.Registry.MustRegister(m.events, m.objects, m.givenUp, m.duration, m.inFlight,
+	m.Registry.MustRegister(m.events, m.objects, m.givenUp, m.unprotected, m.duration, m.inFlight,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -65,6 +74,9 @@ func (m *Metrics) observe(path Path, start time.Time, a *Answer) {
 	m.events.WithLabelValues(cluster, string(path), string(a.Class)).Inc()
 	for _, o := range a.Response.Objects {
 		m.objects.WithLabelValues(cluster, string(o.Outcome)).Inc()
+		for _, w := range o.Warnings {
+			m.unprotected.WithLabelValues(cluster, w.Reason).Inc()
+		}
 	}
 	if a.Class == ClassPermanent {
 		m.givenUp.WithLabelValues(cluster, string(path), "permanent").Inc()
