@@ -13,7 +13,7 @@ LDFLAGS := -s -w -X github.com/configmap-attacher/configmap-attacher/internal/cl
 TEST_FLAGS ?= -count=1 -timeout 30m
 export CONFIGMAP_ATTACHER_BIN_DIR := $(BIN)
 
-.PHONY: help build tools tools-controlplane tools-helm tools-monitoring test test-eso unit lint run demo clean
+.PHONY: help build tools tools-controlplane tools-helm tools-monitoring test-monitoring test test-eso unit lint run demo clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
@@ -31,12 +31,15 @@ tools-controlplane: ## build only what make run and make demo need: the control 
 tools-helm: ## build only bin/helm, the pinned Helm the deploy docs use (make run builds it too)
 	@hack/tools/build.sh helm
 
-tools-monitoring: ## build only bin/promtool and bin/dashboard-lint, which deploy/test runs on the chart's alerts and dashboard
+tools-monitoring: ## build bin/promtool and bin/dashboard-lint (not in make tools: promtool compiles every Prometheus service discovery, over 80 min on 2 loaded cores)
 	@hack/tools/build.sh promtool dashboard-lint
 
 test-eso: tools-controlplane ## run the External Secrets scenarios (internal/externalsecrets) on the real ESO; builds it first (long: not in make test)
 	@hack/tools/build.sh external-secrets
 	CONFIGMAP_ATTACHER_ESO=1 $(GO) test $(TEST_FLAGS) ./internal/externalsecrets/
+
+test-monitoring: tools-monitoring ## the chart's alerts under promtool test rules and its dashboard under dashboard-lint (make test skips them without the tools)
+	cd deploy/test && GOFLAGS=-mod=mod $(GO) test -count=1 -short -run 'TestPrometheusRuleAlerts|TestGrafanaDashboard' -v .
 
 test: tools lint ## run every test on the real local control plane (builds the tools first)
 	$(GO) test $(TEST_FLAGS) ./...

@@ -161,7 +161,7 @@ func TestGrafanaDashboard(t *testing.T) {
 		{"a fixed rate range", "[$__rate_interval]", "[5m]", "target-rate-interval-rule"},
 		{"a query that does not parse", "sum by (path, result) (rate(", "sum by (path, result) (rate((", "target-promql-rule"},
 		{"no job matcher", `job=~\"$job\", instance=~\"$instance\"`, `instance=~\"$instance\"`, "target-job-rule"},
-		{"a metric the service does not export", "configmap_attacher_events_in_flight{", "configmap_attacher_events_inflight{", "target-metric-rule"},
+		{"a metric the service does not export", "by (instance) (configmap_attacher_events_in_flight{", "by (instance) (configmap_attacher_events_inflight{", "target-metric-rule"},
 		{"a field Grafana's schema does not have", `"graphTooltip"`, `"graphToolTip"`, "schema"},
 		{"a panel without a unit", `"unit": "s"`, `"unit": ""`, "panel-units-rule"},
 	} {
