@@ -253,15 +253,9 @@ func SpecFromSecretAllowing(s *corev1.Secret, exec *ExecPolicy) (Spec, error) {
 	if len(cc.AWSAuthConfig) > 0 && string(cc.AWSAuthConfig) != "null" {
 		return fail(`"config".awsAuthConfig is not supported; use execProviderConfig (for example "aws eks get-token")`)
 	}
-	var nss []string
-	for _, ns := range strings.Split(secretValue(s, "namespaces"), ",") {
-		if ns = strings.TrimSpace(ns); ns == "" {
-			continue
-		}
-		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
-			return fail(`"namespaces": %q is not a namespace name`, core.Clip(ns))
-		}
-		nss = append(nss, ns)
+	nss, err := secretNamespaces(s)
+	if err != nil {
+		return fail("%w", err)
 	}
 
 	hasCreds := cc.BearerToken != "" || cc.Username != "" || len(cc.TLSClientConfig.CertData) > 0 || cc.ExecProviderConfig != nil
@@ -294,17 +288,26 @@ func SpecFromSecretAllowing(s *corev1.Secret, exec *ExecPolicy) (Spec, error) {
 				return fail("%w", err)
 			}
 		}
-		if cc.ProxyURL != "" {
-			pu, err := url.Parse(cc.ProxyURL)
-			if err != nil || pu.Host == "" {
-				return fail(`"config".proxyUrl %q is not a URL`, core.Clip(cc.ProxyURL))
-			}
-			cfg.Proxy = http.ProxyURL(pu)
+		if err := applyProxy(cfg, cc.ProxyURL); err != nil {
+			return fail("%w", err)
 		}
 	}
 	cfg.UserAgent = kube.UserAgent
 	cfg.QPS, cfg.Burst = 50, 100
 	return Spec{Name: name, Source: SourceArgoCD, Origin: "Argo CD Secret " + key, Config: cfg, Namespaces: nss, creds: creds}, nil
+}
+
+// applyProxy sets cfg's proxy to proxyURL ("" leaves it unset).
+func applyProxy(cfg *rest.Config, proxyURL string) error {
+	if proxyURL == "" {
+		return nil
+	}
+	pu, err := url.Parse(proxyURL)
+	if err != nil || pu.Host == "" {
+		return fmt.Errorf(`"config".proxyUrl %q is not a URL`, core.Clip(proxyURL))
+	}
+	cfg.Proxy = http.ProxyURL(pu)
+	return nil
 }
 
 // applyExec checks the Secret's execProviderConfig against the allow-list and makes
@@ -336,6 +339,21 @@ func applyExec(cfg *rest.Config, e *argoExecProvider, p *ExecPolicy) (*execCreds
 	cfg.BearerToken, cfg.BearerTokenFile, cfg.Username, cfg.Password = "", "", "", ""
 	cfg.Wrap(creds.wrap)
 	return creds, nil
+}
+
+// secretNamespaces parses the Secret's "namespaces" (comma list; empty: all).
+func secretNamespaces(s *corev1.Secret) ([]string, error) {
+	var nss []string
+	for _, ns := range strings.Split(secretValue(s, "namespaces"), ",") {
+		if ns = strings.TrimSpace(ns); ns == "" {
+			continue
+		}
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return nil, fmt.Errorf(`"namespaces": %q is not a namespace name`, core.Clip(ns))
+		}
+		nss = append(nss, ns)
+	}
+	return nss, nil
 }
 
 // secretValue returns data[key], else stringData[key] (set by clients before the
