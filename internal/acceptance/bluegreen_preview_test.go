@@ -41,7 +41,7 @@ func TestBlueGreenPreviewReplicasAndScaleDownDelayKeepEveryRevisionInUse(t *test
 			t.Fatalf("preview replacement %s uses %v", p.Name, argorollouts.ConfigMapsOf(p.Spec))
 		}
 		w.replacePod(active)
-		w.plugin("promote", base.name)
+		w.promote(base.name)
 		w.waitHealthy(v) // the old active scaled down after the delay
 		w.waitOwned("ConfigMap", v.configMap, preview)
 		active = preview

@@ -45,7 +45,7 @@ func TestDynamicStableScaleAbortKeepsTheStableRevision(t *testing.T) {
 	w.replacePod(rs1)
 	w.mustExist(v1.configMap)
 
-	w.plugin("abort", v1.name)
+	w.abort(v1.name)
 	w.Eventually("the abort: stable back to 4, canary at 0", func() error {
 		st, err := w.status(v1.name)
 		if err != nil || !st.Aborted {

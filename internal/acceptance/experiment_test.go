@@ -61,7 +61,7 @@ func TestCanaryExperimentReplicaSetsKeepTheirRevisions(t *testing.T) {
 	w.waitExperimentDone()
 	rs2 := w.waitPaused(v2)
 	w.waitOwned("ConfigMap", v2.configMap, rs2)
-	w.plugin("promote", v1.name)
+	w.promote(v1.name)
 	w.waitHealthy(v2)
 	w.WaitGone("ReplicaSet "+rs1.Name, func() error { _, err := w.getErr(rs1); return err })
 	// The stable ReplicaSet is gone (revisionHistoryLimit 0); the baseline ReplicaSet of
@@ -80,7 +80,7 @@ func TestCanaryExperimentReplicaSetsKeepTheirRevisions(t *testing.T) {
 	w.experimentReplicaSets(map[string]string{"baseline": v2.configMap, "candidate": v3.configMap})
 	w.waitExperimentDone()
 	w.waitPaused(v3)
-	w.plugin("promote", v1.name)
+	w.promote(v1.name)
 	w.waitHealthy(v3)
 	w.waitConfigMapGone(v1.configMap)
 	w.Eventually("the revisions are exactly those the ReplicaSets left use", w.revisionsMatchAllReplicaSets)

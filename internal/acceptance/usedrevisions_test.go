@@ -155,3 +155,20 @@ func (w *world) replicaSetsControlledBy(kind string) []appsv1.ReplicaSet {
 	}
 	return out
 }
+
+// promote and abort write what `kubectl argo rollouts promote` and `abort` write
+// (package argorollouts), so that the scenarios need no plugin of the Rollouts version
+// under test.
+func (w *world) promote(name string) {
+	w.T.Helper()
+	if err := argorollouts.Promote(w.Ctx, w.Dynamic, w.NS, name); err != nil {
+		w.T.Fatal(err)
+	}
+}
+
+func (w *world) abort(name string) {
+	w.T.Helper()
+	if err := argorollouts.Abort(w.Ctx, w.Dynamic, w.NS, name); err != nil {
+		w.T.Fatal(err)
+	}
+}
