@@ -34,7 +34,6 @@ func TestRollbackWindowBeyondHistoryIsReported(t *testing.T) {
 		map[string]any{"rollbackWindow": map[string]any{"revisions": int64(3)}})
 	rs1 := w.waitHealthy(v1)
 	w.waitOwned("ConfigMap", v1.configMap, rs1)
-	w.Eventually("a Warning Event on the Rollout", func() error { return w.rolloutWarning(v1.name) })
 	if out := w.statusOutput(); !strings.Contains(out, "WARNING spec.rollbackWindow.revisions 3 is larger than spec.revisionHistoryLimit 1: "+windowWarning) {
 		t.Fatalf("status does not report the rollback window:\n%s", out)
 	}
@@ -48,6 +47,9 @@ func TestRollbackWindowBeyondHistoryIsReported(t *testing.T) {
 		w.waitOwned("ConfigMap", v.configMap, rs)
 		versions = append(versions, v)
 	}
+	// Recorded by an attach that wrote (the first one's, unless the service's cache had not
+	// seen the new Rollout yet: then a later release's).
+	w.Eventually("a Warning Event on the Rollout", func() error { return w.rolloutWarning(v1.name) })
 	// revisionHistoryLimit 1 keeps one old ReplicaSet (the controller does not always keep
 	// the newer one): roll back to the release whose ReplicaSet is gone, inside the window.
 	w.Eventually("two ReplicaSets and exactly their revisions", func() error { return w.revisionsMatchReplicaSets(base.name, 2) })
