@@ -6,6 +6,8 @@
 # at the pinned version (recorded in bin/.<name>.version) is skipped. Usage: build.sh [NAME...]
 # Argo CD v3.6 declares go 1.27: its module alone is built with ARGOCD_GOTOOLCHAIN
 # (default go1.27.3, which the go command fetches from the module proxy).
+# rollouts-controller-1.10 (Argo Rollouts v1.10, make test-rollouts-1.10) is built only when
+# named; it also declares a newer Go (ROLLOUTS_1_10_GOTOOLCHAIN, default go1.27.3).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bin="$root/bin"
