@@ -10,6 +10,8 @@
 # (default go1.27.3, which the go command fetches from the module proxy).
 # external-secrets (the External Secrets Operator, a neighbour test's controller) is built
 # only when named: `build.sh external-secrets`.
+# rollouts-controller-1.10 (Argo Rollouts v1.10, make test-rollouts-1.10) is built only when
+# named; it also declares a newer Go (ROLLOUTS_1_10_GOTOOLCHAIN, default go1.27.3).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bin="$root/bin"
@@ -17,6 +19,8 @@ mkdir -p "$bin"
 export GOFLAGS="${GOFLAGS:-} -mod=mod"
 export CGO_ENABLED=0
 argocd_toolchain=${ARGOCD_GOTOOLCHAIN:-go1.27.3}
+# Argo Rollouts v1.10 declares go 1.26.10: its module alone is built with this toolchain.
+rollouts_1_10_toolchain=${ROLLOUTS_1_10_GOTOOLCHAIN:-go1.27.3}
 
 # version_of MODULE_DIR MODULE: the version that folder's go.mod pins.
 version_of() { (cd "$1" && go list -m -f '{{.Version}}' "$2"); }
@@ -67,6 +71,13 @@ for name in "${want[@]}"; do
       v=$(version_of "$root/hack/tools/rollouts" github.com/argoproj/argo-rollouts)
       build "$name" "$root/hack/tools/rollouts" "github.com/argoproj/argo-rollouts/cmd/$name" "$v" \
         "-s -w -X github.com/argoproj/argo-rollouts/utils/version.version=$v -X github.com/argoproj/argo-rollouts/utils/version.buildDate=1970-01-01T00:00:00Z" ;;
+    rollouts-controller-1.10)
+      # The second Rollouts version (make test-rollouts-1.10); its stamp is its own.
+      export GOTOOLCHAIN=$rollouts_1_10_toolchain
+      v=$(version_of "$root/hack/tools/rollouts-1.10" github.com/argoproj/argo-rollouts)
+      build "$name" "$root/hack/tools/rollouts-1.10" github.com/argoproj/argo-rollouts/cmd/rollouts-controller "$v" \
+        "-s -w -X github.com/argoproj/argo-rollouts/utils/version.version=$v -X github.com/argoproj/argo-rollouts/utils/version.buildDate=1970-01-01T00:00:00Z"
+      unset GOTOOLCHAIN ;;
     kwok)
       v=$(version_of "$root/hack/tools/kwok" sigs.k8s.io/kwok)
       build kwok "$root/hack/tools/kwok" sigs.k8s.io/kwok/cmd/kwok "$v" "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${v#v}" ;;

@@ -67,7 +67,8 @@ func leanDeployment(d *appsv1.Deployment) *appsv1.Deployment {
 }
 
 // leanRollout keeps of an Argo Rollout its metadata (as leanMeta), spec.replicas,
-// spec.workloadRef and the lean spec.template. A template that does not decode as a
+// spec.workloadRef, spec.revisionHistoryLimit and spec.rollbackWindow (the core's
+// RollbackWindowNote) and the lean spec.template. A template that does not decode as a
 // pod template is kept whole (never lose a reference).
 func leanRollout(u *unstructured.Unstructured) *unstructured.Unstructured {
 	out := &unstructured.Unstructured{Object: map[string]any{}}
@@ -87,7 +88,7 @@ func leanRollout(u *unstructured.Unstructured) *unstructured.Unstructured {
 	out.SetAnnotations(m.Annotations)
 	spec := map[string]any{}
 	src, _, _ := unstructured.NestedMap(u.Object, "spec")
-	for _, k := range []string{"replicas", "workloadRef"} {
+	for _, k := range []string{"replicas", "workloadRef", "revisionHistoryLimit", "rollbackWindow"} {
 		if v, ok := src[k]; ok {
 			spec[k] = v
 		}

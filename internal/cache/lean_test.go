@@ -35,7 +35,8 @@ func fullRollout(t *testing.T) *unstructured.Unstructured {
 	tm, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&rs.Spec.Template)
 	require.NoError(t, err)
 	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "argoproj.io/v1alpha1", "kind": core.RolloutKind,
-		"spec":   map[string]any{"replicas": int64(3), "template": tm, "strategy": map[string]any{"canary": map[string]any{}}},
+		"spec": map[string]any{"replicas": int64(3), "template": tm, "strategy": map[string]any{"canary": map[string]any{}},
+			"revisionHistoryLimit": int64(1), "rollbackWindow": map[string]any{"revisions": int64(3)}},
 		"status": map[string]any{"currentPodHash": "abc"}}}
 	u.SetName("web")
 	u.SetNamespace("shop")
@@ -80,6 +81,8 @@ func TestLeanKeepsWhatCoreAndSweepRead(t *testing.T) {
 	_, hasStrategy, _ := unstructured.NestedMap(lro.Object, "spec", "strategy")
 	assert.False(t, hasStrategy)
 	assert.Equal(t, int64(3), lro.Object["spec"].(map[string]any)["replicas"])
+	assert.Equal(t, core.RollbackWindowNote(ro), core.RollbackWindowNote(lro), "the rollback window is judged from the cache")
+	assert.NotEmpty(t, core.RollbackWindowNote(lro))
 }
 
 func must(v any, err error) any {

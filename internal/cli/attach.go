@@ -457,6 +457,9 @@ func printResult(w io.Writer, format string, out AttachOutput) error {
 	if out.Note != "" {
 		fmt.Fprintln(w, "note: "+out.Note)
 	}
+	for _, n := range res.Notes {
+		fmt.Fprintln(w, "warning: "+n)
+	}
 	var notOptedIn []string
 	for _, or := range res.Objects {
 		if or.Outcome == core.OutcomeSkipped && strings.HasPrefix(or.Reason, "not opted in") {

@@ -50,6 +50,9 @@ func addHealth(ctx context.Context, c *kube.Clients, ns string, rep *StatusRepor
 				g.Message, _, _ = unstructured.NestedString(ro.Object, "status", "message")
 				stable, _, _ = unstructured.NestedString(ro.Object, "status", "stableRS")
 				canary, _, _ = unstructured.NestedString(ro.Object, "status", "currentPodHash")
+				if n := core.RollbackWindowNote(ro); n != "" {
+					g.Warnings = append(g.Warnings, n)
+				}
 			}
 		case "Deployment":
 			if d := deploys[g.Name]; d != nil {

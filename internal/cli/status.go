@@ -137,6 +137,9 @@ type WorkloadStatus struct {
 	// Dangling are config objects its templates require that do not exist: a Pod of
 	// that template cannot start (CreateContainerConfigError).
 	Dangling []ConfigRef `json:"dangling,omitempty"`
+	// Warnings are about the workload's own settings, such as a Rollout's rollbackWindow
+	// reaching past its revisionHistoryLimit (core.RollbackWindowNote).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // ReplicaSetStatus is one ReplicaSet and its revisions.
@@ -400,6 +403,9 @@ func renderStatus(w io.Writer, rep StatusReport, now time.Time, pal palette) {
 		for _, r := range g.NotOptedIn {
 			lines = append(lines, line{text: fmt.Sprintf("%s %s  referenced but not opted in (by %s): never attached; see \"To opt in\"",
 				r.Kind, r.Name, strings.Join(r.UsedBy, ", "))})
+		}
+		for _, n := range g.Warnings {
+			lines = append(lines, line{text: pal.paint(colorRed, "WARNING") + " " + n})
 		}
 		for _, r := range g.Dangling {
 			lines = append(lines, line{text: fmt.Sprintf("%s %s  %s: referenced by %s but does not exist; a new Pod cannot start",

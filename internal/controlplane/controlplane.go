@@ -62,6 +62,10 @@ type Options struct {
 	// ReplicaSets and Ready Pods. Needs the CRDs (not SkipCRDs). Default off: tests that
 	// need no Pods start without them.
 	Workloads bool
+	// Rollouts is the Argo Rollouts version to run and install the CRDs of: a key of
+	// RolloutsReleases ("v1.8", "v1.10"). Default: $CONFIGMAP_ATTACHER_ROLLOUTS, else
+	// DefaultRollouts.
+	Rollouts string
 	// APIServerArgs are extra kube-apiserver flags, such as
 	// --enable-admission-plugins=OwnerReferencesPermissionEnforcement (a plugin many
 	// distributions turn on).
@@ -92,6 +96,7 @@ type ControlPlane struct {
 	etcdURL    string
 	kcmPort    int
 	kcmSAKey   string
+	rollouts   RolloutsRelease
 
 	mu    sync.Mutex
 	procs []*process
@@ -132,13 +137,16 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	defer cancel()
 
 	cp := &ControlPlane{opts: opts}
+	if cp.rollouts, err = ResolveRollouts(opts.Rollouts); err != nil {
+		return nil, err
+	}
 	cp.binDir, err = binDir(opts.BinDir)
 	if err != nil {
 		return nil, err
 	}
 	need := []string{"etcd", "kube-apiserver", "kube-controller-manager"}
 	if opts.Workloads {
-		need = append(need, WorkloadBinaries...)
+		need = append(need, workloadBinaries(cp.rollouts)...)
 	}
 	for _, b := range need {
 		if _, err := os.Stat(filepath.Join(cp.binDir, b)); err != nil {
@@ -196,6 +204,9 @@ func (cp *ControlPlane) Dir() string { return cp.dir }
 
 // BinDir is the folder the control plane's binaries come from (make tools' ./bin).
 func (cp *ControlPlane) BinDir() string { return cp.binDir }
+
+// Rollouts is the Argo Rollouts release this control plane runs (Options.Rollouts).
+func (cp *ControlPlane) Rollouts() RolloutsRelease { return cp.rollouts }
 
 // Name is the cluster and context name written in the kubeconfig.
 func (cp *ControlPlane) Name() string { return cp.opts.Name }
@@ -464,12 +475,17 @@ func (cp *ControlPlane) writeKubeconfig(user, token, path string) error {
 // run starts a binary from the bin directory with its output in <dir>/<name>.log and
 // env (KEY=VALUE) added to this process's environment.
 func (cp *ControlPlane) run(name string, args []string, env ...string) error {
+	return cp.runAs(name, name, args, env...)
+}
+
+// runAs is run for the binary file under the process name name (its log, LogTail).
+func (cp *ControlPlane) runAs(name, file string, args []string, env ...string) error {
 	logPath := filepath.Join(cp.dir, name+".log")
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(filepath.Join(cp.binDir, name), args...)
+	cmd := exec.Command(filepath.Join(cp.binDir, file), args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.Dir = cp.dir
 	if len(env) > 0 {

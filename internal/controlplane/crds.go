@@ -27,23 +27,31 @@ type CRDSource struct {
 	Dir    string
 }
 
+const rolloutsModule = "github.com/argoproj/argo-rollouts"
+
 // CRDSources are the CRDs installed by Start, read from the module versions that
 // hack/tools/crds/go.mod pins.
 var CRDSources = []CRDSource{
-	{Module: "github.com/argoproj/argo-rollouts", Dir: "manifests/crds"},
+	{Module: rolloutsModule, Dir: "manifests/crds"},
 	{Module: "github.com/argoproj/argo-events", Dir: "manifests/base/crds"},
 }
 
 // ModuleDir returns the module-cache folder of a module pinned by hack/tools/crds/go.mod,
 // downloading (and checksum-verifying against its go.sum) it if needed.
 func ModuleDir(ctx context.Context, module string) (string, error) {
+	return moduleDirIn(ctx, filepath.Join("hack", "tools", "crds"), module)
+}
+
+// moduleDirIn is ModuleDir for the go.mod in toolsDir (relative to the repository root),
+// with env (such as GOTOOLCHAIN) added to the go command's.
+func moduleDirIn(ctx context.Context, toolsDir, module string, env ...string) (string, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return "", err
 	}
 	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", module)
-	cmd.Dir = filepath.Join(root, "hack", "tools", "crds")
-	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod")
+	cmd.Dir = filepath.Join(root, toolsDir)
+	cmd.Env = append(append(os.Environ(), "GOFLAGS=-mod=mod"), env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -60,11 +68,24 @@ func ModuleDir(ctx context.Context, module string) (string, error) {
 	return info.Dir, nil
 }
 
-// CRDs reads every CustomResourceDefinition in the pinned modules' manifests.
+// CRDs reads every CustomResourceDefinition in the pinned modules' manifests, the Argo
+// Rollouts ones of the version $CONFIGMAP_ATTACHER_ROLLOUTS selects.
 func CRDs(ctx context.Context) ([]*unstructured.Unstructured, error) {
+	r, err := ResolveRollouts("")
+	if err != nil {
+		return nil, err
+	}
+	return CRDsFor(ctx, r)
+}
+
+// CRDsFor is CRDs with the Argo Rollouts CRDs read from release r's tools module.
+func CRDsFor(ctx context.Context, r RolloutsRelease) ([]*unstructured.Unstructured, error) {
 	var out []*unstructured.Unstructured
 	for _, src := range CRDSources {
 		dir, err := ModuleDir(ctx, src.Module)
+		if src.Module == rolloutsModule {
+			dir, err = moduleDirIn(ctx, r.ToolsDir, src.Module, r.toolchainEnv()...)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -114,7 +135,7 @@ func readYAMLObjects(path string) ([]*unstructured.Unstructured, error) {
 }
 
 func (cp *ControlPlane) installCRDs(ctx context.Context) error {
-	crds, err := CRDs(ctx)
+	crds, err := CRDsFor(ctx, cp.rollouts)
 	if err != nil {
 		return err
 	}

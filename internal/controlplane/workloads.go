@@ -17,7 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// WorkloadBinaries are the extra binaries Options.Workloads starts, built by `make tools`.
+// WorkloadBinaries are the extra binaries Options.Workloads starts, built by `make tools`
+// (rollouts-controller is the default release's: Options.Rollouts picks another).
 var WorkloadBinaries = []string{"kube-scheduler", "kwok", "rollouts-controller"}
 
 // workloadAPIServerArgs are kube-apiserver's extra flags with Options.Workloads. The
@@ -55,7 +56,7 @@ func (cp *ControlPlane) startWorkloads(ctx context.Context) error {
 	if err := cp.startRollouts(ctx); err != nil {
 		return err
 	}
-	cp.opts.Logf("controlplane %s: Argo Rollouts controller ready (%s)", cp.opts.Name, time.Since(start).Round(time.Millisecond))
+	cp.opts.Logf("controlplane %s: Argo Rollouts %s controller (%s) ready (%s)", cp.opts.Name, cp.rollouts.Version, cp.rollouts.Binary, time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
@@ -162,7 +163,8 @@ func (cp *ControlPlane) startRollouts(ctx context.Context) error {
 		"--healthzPort=" + strconv.Itoa(healthz),
 		"--loglevel=info",
 	}
-	if err := cp.run("rollouts-controller", args, "POD_NAMESPACE="+RolloutsNamespace); err != nil {
+	// The process is "rollouts-controller" (its log, LogTail) whichever release runs.
+	if err := cp.runAs("rollouts-controller", cp.rollouts.Binary, args, "POD_NAMESPACE="+RolloutsNamespace); err != nil {
 		return err
 	}
 	return cp.poll(ctx, "rollouts-controller", func() error {

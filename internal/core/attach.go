@@ -152,6 +152,7 @@ func (a *Attacher) Attach(ctx context.Context, ev Event) (Result, error) {
 		return res, err
 	}
 	res.Workload = wl.ref
+	res.Notes = wl.notes
 	if reason := wl.skipReason(rs); reason != "" {
 		res.Skipped = reason
 		return res, nil
@@ -193,6 +194,9 @@ func (a *Attacher) Attach(ctx context.Context, ev Event) (Result, error) {
 	confirmed := map[types.UID]bool{live.UID: true}
 	for _, p := range pending {
 		res.Objects[p.idx] = a.write(ctx, ev, live, p, confirmed)
+	}
+	if res.Writes() > 0 {
+		a.warnRollbackWindow(rs.Namespace, wl)
 	}
 	return res, res.err()
 }
@@ -391,6 +395,10 @@ type workload struct {
 	ref *WorkloadRef
 	// annotations of the workload and of the workload a Rollout's workloadRef names.
 	annotations []map[string]string
+	// rollout is the (cached, read-only) Rollout controlling the ReplicaSet, if any;
+	// notes are what Result.Notes reports about it (RollbackWindowNote).
+	rollout *unstructured.Unstructured
+	notes   []string
 }
 
 func (w workload) skipReason(rs *appsv1.ReplicaSet) string {
@@ -432,6 +440,10 @@ func (a *Attacher) resolveWorkload(ctx context.Context, rs *appsv1.ReplicaSet) (
 			return w, nil, nil
 		}
 		w.annotations = append(w.annotations, ro.GetAnnotations())
+		w.rollout = ro
+		if n := RollbackWindowNote(ro); n != "" {
+			w.notes = append(w.notes, n)
+		}
 		kind, _, _ := unstructured.NestedString(ro.Object, "spec", "workloadRef", "kind")
 		name, _, _ := unstructured.NestedString(ro.Object, "spec", "workloadRef", "name")
 		if kind == "Deployment" && name != "" {

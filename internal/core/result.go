@@ -77,6 +77,9 @@ type Result struct {
 	DryRun   bool           `json:"dryRun,omitempty"`
 	Skipped  string         `json:"skipped,omitempty"`
 	Objects  []ObjectResult `json:"objects"`
+	// Notes are warnings about the workload's settings, such as a Rollout's
+	// rollbackWindow reaching past its revisionHistoryLimit (RollbackWindowNote).
+	Notes []string `json:"notes,omitempty"`
 }
 
 // Counts returns how many objects ended with each outcome.
