@@ -83,6 +83,12 @@ for name in "${want[@]}"; do
       v=$(version_of "$root/hack/tools/kustomize" sigs.k8s.io/kustomize/kustomize/v5)
       build kustomize "$root/hack/tools/kustomize" sigs.k8s.io/kustomize/kustomize/v5 "$v" \
         "-s -w -X sigs.k8s.io/kustomize/api/provenance.version=kustomize/$v -X sigs.k8s.io/kustomize/api/provenance.buildDate=1970-01-01T00:00:00Z" ;;
+    source-controller)
+      v=$(version_of "$root/hack/tools/flux-source" github.com/fluxcd/source-controller)
+      build source-controller "$root/hack/tools/flux-source" github.com/fluxcd/source-controller "$v" "-s -w" ;;
+    kustomize-controller)
+      v=$(version_of "$root/hack/tools/flux-kustomize" github.com/fluxcd/kustomize-controller)
+      build kustomize-controller "$root/hack/tools/flux-kustomize" github.com/fluxcd/kustomize-controller "$v" "-s -w" ;;
     *) echo "tools: unknown tool $name" >&2; exit 2 ;;
   esac
 done

@@ -133,12 +133,15 @@ func (a *Attacher) attachRevision(ctx context.Context, ev RevisionEvent, meta *m
 	want := a.ownerRefs(owners)
 	missing := missingOwners(meta.OwnerReferences, want)
 	switch {
+	case len(missing) == 0 && ev.Options.DryRun:
+		or.Outcome = OutcomeAlreadyAttached
+		return dryRunGuard(or, meta)
 	case len(missing) == 0:
 		or.Outcome = OutcomeAlreadyAttached
-		return or
+		return a.guardPrune(ctx, or, guardTarget{ns: ev.Namespace, meta: meta, owners: want, recheck: recheck})
 	case ev.Options.DryRun:
 		or.Outcome, or.Owners = OutcomeWouldAttach, ownerNames(missing)
-		return or
+		return dryRunGuard(or, meta)
 	}
 	live, err := a.confirmUsers(ctx, ev.Namespace, owners)
 	if err != nil {
@@ -148,12 +151,13 @@ func (a *Attacher) attachRevision(ctx context.Context, ev RevisionEvent, meta *m
 		or.Outcome, or.Reason = OutcomeSkipped, "its users are gone or being deleted"
 		return or
 	}
-	or, added, uid := a.addOwners(ctx, ev.Namespace, or, meta, a.ownerRefs(live), recheck)
+	liveRefs := a.ownerRefs(live)
+	or, added, uid := a.addOwners(ctx, ev.Namespace, or, meta, liveRefs, recheck)
 	if len(added) > 0 {
 		a.log.Info("attached", "kind", ev.Kind, "namespace", ev.Namespace, "name", ev.Name, "owners", or.Owners)
 		a.record(ev.Kind, ev.Namespace, ev.Name, uid, added)
 	}
-	return or
+	return a.guardPrune(ctx, or, guardTarget{ns: ev.Namespace, meta: meta, owners: liveRefs, recheck: recheck})
 }
 
 // revisionEligibility applies safety rules 4 and 2 to a revision's metadata: a result

@@ -20,7 +20,7 @@ var transports = []string{"trigger", "internal/eventbus", "internal/watch"}
 var transportLibs = []string{"google.golang.org/grpc", "github.com/nats-io/", "net/http", "github.com/cloudevents/sdk-go/v2/protocol"}
 
 // The development harness: never linked into the shipped binary.
-var harness = []string{"internal/controlplane", "internal/natsserver", "internal/argoevents", "internal/argocd", "internal/devenv",
+var harness = []string{"internal/controlplane", "internal/natsserver", "internal/argoevents", "internal/argocd", "internal/flux", "internal/devenv",
 	"internal/demo", "internal/devcli", "internal/bench", "internal/testfix", "github.com/nats-io/nats-server"}
 
 // imports returns every package of the module with its direct imports (tests excluded).
