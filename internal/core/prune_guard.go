@@ -98,10 +98,12 @@ func (a *Attacher) guardPrune(ctx context.Context, or ObjectResult, t guardTarge
 	return or.failed("adding annotation "+PruneGuard, err)
 }
 
-// guardable: the object is still one the attach would write (t.recheck), not being
-// deleted, and still owned by one of the owners the service keeps on it.
+// guardable: the object is still one the attach would write (t.recheck does not skip it;
+// the attach's own checks return their result unchanged, already attached, when the object
+// is eligible), not being deleted, and still owned by one of the owners the service keeps
+// on it.
 func guardable(m *metav1.PartialObjectMetadata, t guardTarget) bool {
-	if m.DeletionTimestamp != nil || (t.recheck != nil && t.recheck(m).Outcome != "") {
+	if m.DeletionTimestamp != nil || (t.recheck != nil && t.recheck(m).Outcome == OutcomeSkipped) {
 		return false
 	}
 	for _, o := range t.owners {

@@ -101,6 +101,7 @@ func (w *world) reconcile() {
 func (w *world) waitApplied(sha string) flux.Status {
 	w.T.Helper()
 	var st flux.Status
+	asked := time.Now()
 	w.Eventually("the Kustomization Ready at "+sha[:8], func() error {
 		ks, err := fx.Get(w.Ctx, flux.KustomizationGVR, w.NS, ksName)
 		if err != nil {
@@ -108,7 +109,10 @@ func (w *world) waitApplied(sha string) flux.Status {
 		}
 		st = flux.StatusOf(ks)
 		if err := st.ReadyAt(sha); err != nil {
-			w.reconcile() // the source may have polled before the commit
+			if time.Since(asked) > 15*time.Second { // a request that came before the objects existed
+				w.reconcile()
+				asked = time.Now()
+			}
 			return err
 		}
 		return nil
