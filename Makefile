@@ -63,6 +63,7 @@ unit: ## fast unit tests only (no control plane)
 
 lint: ## go vet + gofmt check
 	$(GO) vet ./...
+	$(GO) vet -tags flux ./internal/flux/
 	cd deploy/test && GOFLAGS=-mod=mod $(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
@@ -74,6 +75,13 @@ demo: tools-controlplane build ## a scripted canary on the embedded default, pri
 
 clean: ## remove bin/
 	rm -rf $(BIN)
+
+# --- Flux (README.md, "Flux and revisions"); not part of `make test` ---
+.PHONY: test-flux
+
+test-flux: ## the Flux proof: the real source-controller and kustomize-controller (built first: about 25 min cold) with Argo Rollouts on the local control plane
+	@hack/tools/build.sh etcd kube-apiserver kube-controller-manager kube-scheduler kwok rollouts-controller source-controller kustomize-controller
+	$(GO) test -tags flux $(TEST_FLAGS) ./internal/flux/
 
 # --- deploy (deploy/README.md) ---
 IMAGE ?= configmap-attacher:$(VERSION)

@@ -108,6 +108,12 @@ for name in "${want[@]}"; do
     external-secrets|eso)
       v=$(version_of "$root/hack/tools/eso" github.com/external-secrets/external-secrets)
       build external-secrets "$root/hack/tools/eso" github.com/external-secrets/external-secrets "$v" "-s -w" ;;
+    source-controller)
+      v=$(version_of "$root/hack/tools/flux-source" github.com/fluxcd/source-controller)
+      build source-controller "$root/hack/tools/flux-source" github.com/fluxcd/source-controller "$v" "-s -w" ;;
+    kustomize-controller)
+      v=$(version_of "$root/hack/tools/flux-kustomize" github.com/fluxcd/kustomize-controller)
+      build kustomize-controller "$root/hack/tools/flux-kustomize" github.com/fluxcd/kustomize-controller "$v" "-s -w" ;;
     *) echo "tools: unknown tool $name" >&2; exit 2 ;;
   esac
 done

@@ -167,8 +167,7 @@ func (a *Attacher) Attach(ctx context.Context, ev Event) (Result, error) {
 	}
 	if ev.Options.DryRun {
 		for _, p := range pending {
-			res.Objects[p.idx].Outcome = OutcomeWouldAttach
-			res.Objects[p.idx].Owners = ownerNames(missingOwners(p.meta.OwnerReferences, p.want))
+			res.Objects[p.idx] = dryRunAttach(res.Objects[p.idx], p)
 		}
 		return res, res.err()
 	}
@@ -242,7 +241,7 @@ func (a *Attacher) plan(ctx context.Context, ev Event, rs *appsv1.ReplicaSet, re
 			switch {
 			case err != nil:
 				or = or.failed("finding its other users", err)
-			case len(missingOwners(meta.OwnerReferences, p.want)) == 0:
+			case len(missingOwners(meta.OwnerReferences, p.want)) == 0 && !needsPruneGuard(meta):
 				or.Outcome, or.Reason = OutcomeAlreadyAttached, ""
 			default:
 				pending = append(pending, p)
@@ -638,7 +637,7 @@ func (a *Attacher) write(ctx context.Context, ev Event, rs *appsv1.ReplicaSet, p
 		a.record(p.ref.Kind, rs.Namespace, p.ref.Name, uid, added)
 		a.warn(p.ref.Kind, rs.Namespace, p.ref.Name, uid, or.Warnings, added)
 	}
-	return or
+	return a.guardPrune(ctx, or, guardTarget{ns: rs.Namespace, meta: p.meta, owners: want, recheck: recheck})
 }
 
 // confirmWanted returns p.want without the users that are gone or being deleted

@@ -40,6 +40,9 @@ type ObjectResult struct {
 	// Owners lists the owners this call added (or, in a dry run, would add), as
 	// "Kind/name": the ReplicaSet and the object's other users (docs/safety.md).
 	Owners []string `json:"owners,omitempty"`
+	// Annotations lists the annotations this call added (or, in a dry run, would add), as
+	// "key=value": PruneGuard on a revision a Flux Kustomization applied (docs/safety.md).
+	Annotations []string `json:"annotations,omitempty"`
 	// Transient is true for an error that a retry may fix; an OutcomeError that is not
 	// transient is permanent (see IsPermanent).
 	Transient bool `json:"transient,omitempty"`

@@ -134,12 +134,15 @@ func (a *Attacher) attachRevision(ctx context.Context, ev RevisionEvent, meta *m
 	want := a.ownerRefs(owners)
 	missing := missingOwners(meta.OwnerReferences, want)
 	switch {
+	case len(missing) == 0 && ev.Options.DryRun:
+		or.Outcome = OutcomeAlreadyAttached
+		return dryRunGuard(or, meta)
 	case len(missing) == 0:
 		or.Outcome, or.Reason = OutcomeAlreadyAttached, ""
-		return or
+		return a.guardPrune(ctx, or, guardTarget{ns: ev.Namespace, meta: meta, owners: want, recheck: recheck})
 	case ev.Options.DryRun:
 		or.Outcome, or.Owners = OutcomeWouldAttach, ownerNames(missing)
-		return or
+		return dryRunGuard(or, meta)
 	}
 	live, err := a.confirmUsers(ctx, ev.Namespace, owners)
 	if err != nil {
@@ -149,7 +152,8 @@ func (a *Attacher) attachRevision(ctx context.Context, ev RevisionEvent, meta *m
 		or.Outcome, or.Reason = OutcomeSkipped, "its users are gone or being deleted"
 		return or
 	}
-	or, added, uid := a.addOwners(ctx, ev.Namespace, or, meta, a.ownerRefs(live), recheck)
+	liveRefs := a.ownerRefs(live)
+	or, added, uid := a.addOwners(ctx, ev.Namespace, or, meta, liveRefs, recheck)
 	if or.Outcome == OutcomeAlreadyAttached {
 		or.Reason = ""
 	}
@@ -162,7 +166,7 @@ func (a *Attacher) attachRevision(ctx context.Context, ev RevisionEvent, meta *m
 		a.record(ev.Kind, ev.Namespace, ev.Name, uid, added)
 		a.warn(ev.Kind, ev.Namespace, ev.Name, uid, or.Warnings, added)
 	}
-	return or
+	return a.guardPrune(ctx, or, guardTarget{ns: ev.Namespace, meta: meta, owners: liveRefs, recheck: recheck})
 }
 
 // revisionEligibility applies safety rules 4, 2 and 11 to a revision's metadata: a
