@@ -16,6 +16,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/configmap-attacher/configmap-attacher/internal/harnessproc"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -62,7 +63,7 @@ type ArgoCD struct {
 	opts  Options
 	kc    kubernetes.Interface
 	dc    dynamic.Interface
-	procs []*process
+	procs []*harnessproc.Process
 }
 
 // Start creates Argo CD's objects and starts Redis, the repo-server and the
@@ -111,7 +112,7 @@ func Start(ctx context.Context, opts Options) (_ *ArgoCD, err error) {
 // Stop stops every process (SIGTERM, then SIGKILL after 10 s). Safe to call twice.
 func (a *ArgoCD) Stop() {
 	for i := len(a.procs) - 1; i >= 0; i-- {
-		a.procs[i].stop(10 * time.Second)
+		a.procs[i].Stop(10 * time.Second)
 	}
 	a.procs = nil
 }
@@ -120,8 +121,8 @@ func (a *ArgoCD) Stop() {
 // "application-controller".
 func (a *ArgoCD) LogTail(name string, n int) string {
 	for _, p := range a.procs {
-		if p.name == name {
-			return p.tail(n)
+		if p.Name() == name {
+			return p.Tail(n)
 		}
 	}
 	return ""
@@ -167,16 +168,16 @@ func (a *ArgoCD) startProcesses(ctx context.Context, mod string) error {
 
 // run starts a process and waits until it listens on addr.
 func (a *ArgoCD) run(ctx context.Context, name, addr, bin string, args, env []string) error {
-	p, err := start(a.opts.Dir, name, bin, args, env)
+	p, err := harnessproc.Start(a.opts.Dir, name, bin, args, env)
 	if err != nil {
 		return err
 	}
 	a.procs = append(a.procs, p)
 	return poll(ctx, func() error {
-		if err := p.exited(); err != nil {
+		if err := p.Exited(); err != nil {
 			return backoffStop{err}
 		}
-		return listening(addr)
+		return harnessproc.Listening(addr)
 	})
 }
 

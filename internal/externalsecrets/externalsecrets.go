@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/configmap-attacher/configmap-attacher/internal/harnessproc"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -56,7 +57,7 @@ type Options struct {
 // ESO is a running External Secrets controller.
 type ESO struct {
 	opts    Options
-	proc    *process
+	proc    *harnessproc.Process
 	metrics string
 }
 
@@ -86,14 +87,14 @@ func Start(ctx context.Context, opts Options) (*ESO, error) {
 	e := &ESO{opts: opts, metrics: "127.0.0.1:" + strconv.Itoa(port)}
 	args := []string{"--metrics-addr", e.metrics, "--enable-leader-election=false", "--loglevel", "debug",
 		"--zap-time-encoding", "iso8601", "--concurrent", "2"}
-	if e.proc, err = start(opts.Dir, "external-secrets", bin, args, []string{"KUBECONFIG=" + opts.Kubeconfig}); err != nil {
+	if e.proc, err = harnessproc.Start(opts.Dir, "external-secrets", bin, args, []string{"KUBECONFIG=" + opts.Kubeconfig}); err != nil {
 		return nil, err
 	}
 	if err := poll(ctx, func() error {
-		if err := e.proc.exited(); err != nil {
+		if err := e.proc.Exited(); err != nil {
 			return errStop{err}
 		}
-		return listening(e.metrics)
+		return harnessproc.Listening(e.metrics)
 	}); err != nil {
 		e.Stop()
 		return nil, err
@@ -105,7 +106,7 @@ func Start(ctx context.Context, opts Options) (*ESO, error) {
 // Stop stops the controller (SIGTERM, then SIGKILL after 10 s). Safe to call twice.
 func (e *ESO) Stop() {
 	if e.proc != nil {
-		e.proc.stop(10 * time.Second)
+		e.proc.Stop(10 * time.Second)
 	}
 }
 
@@ -114,12 +115,12 @@ func (e *ESO) MetricsAddr() string { return e.metrics }
 
 // Log is the controller's whole log so far.
 func (e *ESO) Log() string {
-	data, _ := os.ReadFile(e.proc.log)
+	data, _ := os.ReadFile(e.proc.LogPath())
 	return string(data)
 }
 
 // LogTail is the last n lines of the controller's log.
-func (e *ESO) LogTail(n int) string { return e.proc.tail(n) }
+func (e *ESO) LogTail(n int) string { return e.proc.Tail(n) }
 
 // ModuleDir returns the module-cache folder of the module hack/tools/eso pins,
 // downloading (and checksum-verifying against its go.sum) it if needed.

@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/configmap-attacher/configmap-attacher/internal/harnessproc"
 	"net/http"
 	"os"
 	"os/exec"
@@ -73,7 +74,7 @@ type Flux struct {
 	opts  Options
 	kc    kubernetes.Interface
 	dc    dynamic.Interface
-	procs []*process
+	procs []*harnessproc.Process
 }
 
 // Start installs the CRDs and the namespace and starts source-controller, then
@@ -115,7 +116,7 @@ func Start(ctx context.Context, opts Options) (_ *Flux, err error) {
 // Stop stops every process (SIGTERM, then SIGKILL after 10 s). Safe to call twice.
 func (f *Flux) Stop() {
 	for i := len(f.procs) - 1; i >= 0; i-- {
-		f.procs[i].stop(10 * time.Second)
+		f.procs[i].Stop(10 * time.Second)
 	}
 	f.procs = nil
 }
@@ -124,8 +125,8 @@ func (f *Flux) Stop() {
 // "kustomize-controller".
 func (f *Flux) LogTail(name string, n int) string {
 	for _, p := range f.procs {
-		if p.name == name {
-			return p.tail(n)
+		if p.Name() == name {
+			return p.Tail(n)
 		}
 	}
 	return ""
@@ -211,13 +212,13 @@ func (f *Flux) startProcesses(ctx context.Context) error {
 
 // run starts a controller and waits until its readiness probe on healthAddr answers 200.
 func (f *Flux) run(ctx context.Context, name, healthAddr string, args, env []string) error {
-	p, err := start(f.opts.Dir, name, filepath.Join(f.opts.BinDir, name), args, env)
+	p, err := harnessproc.Start(f.opts.Dir, name, filepath.Join(f.opts.BinDir, name), args, env)
 	if err != nil {
 		return err
 	}
 	f.procs = append(f.procs, p)
 	return poll(ctx, func() error {
-		if err := p.exited(); err != nil {
+		if err := p.Exited(); err != nil {
 			return backoffStop{err}
 		}
 		return ready(ctx, "http://"+healthAddr+"/readyz")

@@ -22,7 +22,7 @@ var transportLibs = []string{"google.golang.org/grpc", "github.com/nats-io/", "n
 // The development harness: never linked into the shipped binary.
 var harness = []string{"internal/controlplane", "internal/natsserver", "internal/argoevents", "internal/argocd", "internal/devenv",
 	"internal/demo", "internal/devcli", "internal/bench", "internal/testfix", "github.com/nats-io/nats-server",
-	"internal/externalsecrets", "internal/flux"}
+	"internal/externalsecrets", "internal/flux", "internal/harnessproc"}
 
 // imports returns every package of the module with its direct imports (tests excluded).
 func imports(t *testing.T) map[string][]string {

@@ -1,4 +1,7 @@
-package flux
+// Package harnessproc starts the upstream programs of the development harness (Argo CD,
+// External Secrets, Flux) as local processes, each in its own process group and logging to
+// a file, so that nothing outlives a run.
+package harnessproc
 
 import (
 	"fmt"
@@ -11,8 +14,8 @@ import (
 	"time"
 )
 
-// process is one started binary, logging to <dir>/<name>.log.
-type process struct {
+// Process is one started binary, logging to <dir>/<name>.log.
+type Process struct {
 	name string
 	cmd  *exec.Cmd
 	log  string
@@ -20,9 +23,9 @@ type process struct {
 	err  error
 }
 
-// start runs bin with args and env (KEY=VALUE, added to this process's environment) in
+// Start runs bin with args and env (KEY=VALUE, added to this process's environment) in
 // its own process group, killed if the test process dies, so nothing outlives a run.
-func start(dir, name, bin string, args, env []string) (*process, error) {
+func Start(dir, name, bin string, args, env []string) (*Process, error) {
 	logPath := filepath.Join(dir, name+".log")
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
@@ -36,7 +39,7 @@ func start(dir, name, bin string, args, env []string) (*process, error) {
 		logFile.Close()
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
-	p := &process{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
+	p := &Process{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		logFile.Close()
@@ -45,19 +48,19 @@ func start(dir, name, bin string, args, env []string) (*process, error) {
 	return p, nil
 }
 
-// exited returns an error once the process has ended.
-func (p *process) exited() error {
+// Exited returns an error once the process has ended.
+func (p *Process) Exited() error {
 	select {
 	case <-p.done:
-		return fmt.Errorf("%s exited: %v\n%s", p.name, p.err, p.tail(20))
+		return fmt.Errorf("%s exited: %v\n%s", p.name, p.err, p.Tail(20))
 	default:
 		return nil
 	}
 }
 
-// stop sends SIGTERM to the process group, then SIGKILL after grace.
-func (p *process) stop(grace time.Duration) {
-	if p.exited() != nil {
+// Stop sends SIGTERM to the process group, then SIGKILL after grace.
+func (p *Process) Stop(grace time.Duration) {
+	if p.Exited() != nil {
 		return
 	}
 	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
@@ -69,8 +72,8 @@ func (p *process) stop(grace time.Duration) {
 	}
 }
 
-// tail is the last n lines of the process's log.
-func (p *process) tail(n int) string {
+// Tail is the last n lines of the process's log.
+func (p *Process) Tail(n int) string {
 	data, err := os.ReadFile(p.log)
 	if err != nil {
 		return ""
@@ -82,11 +85,17 @@ func (p *process) tail(n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// listening reports whether something accepts TCP connections on addr.
-func listening(addr string) error {
+// Listening reports whether something accepts TCP connections on addr.
+func Listening(addr string) error {
 	c, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
 		return err
 	}
 	return c.Close()
 }
+
+// Name is the name the process was started under.
+func (p *Process) Name() string { return p.name }
+
+// LogPath is the file the process logs to.
+func (p *Process) LogPath() string { return p.log }
