@@ -63,8 +63,8 @@ func TestCredentialPluginsRunOnlyWhenTheOperatorAllowsThem(t *testing.T) {
 		{name: "a bare name allowed by name", policy: byName, command: "my-plugin"},
 		{name: "the resolved path of an allowed bare name", policy: byName, command: plugin},
 		{name: "an absolute path allowed", policy: byPath, command: plugin},
-		{name: "a bare name not resolved by the Secret's PATH", policy: byPath, command: "my-plugin", env: map[string]string{"PATH": dir},
-			wantErr: ErrExecNotAllowed},
+		{name: "a bare name the service's PATH (not the Secret's) resolves to an allowed path", policy: byPath, command: "my-plugin",
+			env: map[string]string{"PATH": "/nowhere"}},
 		{name: "another command: refused", policy: byName, command: other, wantErr: ErrExecNotAllowed},
 		{name: "the service itself: refused", policy: byName, command: self, wantErr: ErrExecNotAllowed},
 		{name: "a shell: refused", policy: byName, command: "/bin/sh", wantErr: ErrExecNotAllowed},
@@ -106,6 +106,39 @@ func TestExecAllowListEntriesAreChecked(t *testing.T) {
 			_, err := NewExecPolicy([]string{tt.entry}, 0, self)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+}
+
+// TestAbsoluteAllowEntryAcceptsTheBareNameOnlyWhenPathLeadsThere: Argo CD's Secrets
+// name "aws"; an operator allowing "/opt/x/aws" accepts that bare name only when the
+// service's own $PATH resolves it to the same file, never another file of that name.
+func TestAbsoluteAllowEntryAcceptsTheBareNameOnlyWhenPathLeadsThere(t *testing.T) {
+	allowedDir, otherDir := t.TempDir(), t.TempDir()
+	plugin := filepath.Join(allowedDir, "aws")
+	for _, d := range []string{allowedDir, otherDir} {
+		require.NoError(t, os.WriteFile(filepath.Join(d, "aws"), []byte("#!/bin/sh\n"), 0o755))
+	}
+	for _, tt := range []struct {
+		name, path, command string
+		allowed             bool
+	}{
+		{"bare name resolving to the allowed file", allowedDir, "aws", true},
+		{"the absolute path itself", otherDir, plugin, true},
+		{"bare name resolving to another file", otherDir, "aws", false},
+		{"bare name not on PATH", t.TempDir(), "aws", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("PATH", tt.path)
+			p, err := NewExecPolicy([]string{plugin}, 0, "")
+			require.NoError(t, err)
+			got, err := p.resolve(tt.command)
+			if !tt.allowed {
+				require.ErrorIs(t, err, ErrExecNotAllowed)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, plugin, got)
 		})
 	}
 }

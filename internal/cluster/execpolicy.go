@@ -28,7 +28,9 @@ const DefaultExecTimeout = 20 * time.Second
 // An entry is an absolute path or a bare command name. A bare name is resolved once,
 // when the policy is built, through the service's own $PATH (never a Secret's env):
 // a Secret may then name the command by that bare name or by the resolved path, and
-// the resolved path is what runs. Relative paths ("./x", "bin/x") are refused, and so
+// the resolved path is what runs. An absolute entry also lets a Secret use its bare name
+// when the service's $PATH resolves that name to the same file (Argo CD's Secrets say
+// "aws", the operator allows "/usr/local/bin/aws"). Relative paths ("./x", "bin/x") are refused, and so
 // is any entry that is this program's own executable: a Secret must never start the
 // service's own one-shot commands.
 type ExecPolicy struct {
@@ -57,6 +59,11 @@ func NewExecPolicy(entries []string, timeout time.Duration, self string) (*ExecP
 		}
 		p.byName[e] = resolved
 		p.byName[resolved] = resolved
+		if base := filepath.Base(resolved); filepath.IsAbs(e) {
+			if onPath, err := exec.LookPath(base); err == nil && samePath(onPath, resolved) {
+				p.byName[base] = resolved
+			}
+		}
 	}
 	return p, nil
 }

@@ -73,22 +73,31 @@ func TestHubManifests(t *testing.T) {
 	// Every member has an Argo CD cluster Secret named like its metadata.cluster, and the
 	// registry accepts it once the placeholders are filled in.
 	placeholder := regexp.MustCompile(`"<[^>]*>"`)
-	// member-b's credentials come from "aws", which the hub values allow
-	// (allow-exec-plugin); a stand-in resolves the bare name here.
+	// member-b's credentials come from "aws": the shipped hub values allow no plugin, so
+	// its Secret is refused; allowed by absolute path as the values' comment says, the
+	// Secret's bare "aws" is accepted once $PATH resolves it to that file.
 	bin := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(bin, "aws"), []byte("#!/bin/sh\n"), 0o755))
+	aws := filepath.Join(bin, "aws")
+	require.NoError(t, os.WriteFile(aws, []byte("#!/bin/sh\n"), 0o755))
 	t.Setenv("PATH", bin)
-	allowed, err := NewExecPolicy(hubExecPlugins(t, filepath.Join(multiDir, "hub", "values.yaml")), 0, "")
+	shippedPolicy, err := NewExecPolicy(hubExecPlugins(t, filepath.Join(multiDir, "hub", "values.yaml")), 0, "")
 	require.NoError(t, err)
-	var secretNames []string
+	allowed, err := NewExecPolicy([]string{aws}, 0, "")
+	require.NoError(t, err)
+	var secretNames, refused []string
 	for _, doc := range readDocs(t, filepath.Join(multiDir, "hub", "argocd-cluster-secrets.yaml")) {
 		var s corev1.Secret
 		strict(t, doc, &s)
 		s.StringData["config"] = placeholder.ReplaceAllString(s.StringData["config"], `"dG9rZW4="`)
+		if _, err := SpecFromSecretAllowing(&s, shippedPolicy); err != nil {
+			require.ErrorIs(t, err, ErrExecNotAllowed)
+			refused = append(refused, s.Name)
+		}
 		sp, err := SpecFromSecretAllowing(&s, allowed)
 		require.NoError(t, err)
 		secretNames = append(secretNames, sp.Name)
 	}
+	assert.Equal(t, []string{"member-b"}, refused, "the shipped hub values allow no credential plugin")
 	sort.Strings(clusters)
 	sort.Strings(secretNames)
 	assert.Equal(t, clusters, secretNames)
