@@ -15,6 +15,7 @@ require (
 require (
 	github.com/google/go-cmp v0.7.0 // indirect
 	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
+	k8s.io/component-helpers v0.34.4 // indirect
 )
 
 require (

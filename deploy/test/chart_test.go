@@ -92,6 +92,8 @@ var chartSetFlags = map[string]string{
 	"grpc-addr": "ports.grpc", "http-addr": "ports.http", "tls-cert-file": "tls", "tls-key-file": "tls",
 	"http-token-file": "httpAuth", "eventbus-auth-file": "eventBusAuth", "argocd-clusters": "argocdClusters",
 	"leader-elect": "leaderElection", "leader-elect-namespace": "leaderElection",
+	"fleet": "fleet.enabled", "fleet-namespace": "fleet", "fleet-shards": "fleet.shards", "fleet-addr": "fleet.port",
+	"fleet-advertise": "fleet.port", "fleet-identity": "fleet",
 }
 
 // chartDefaults are the flags whose chart default differs from the binary's, on purpose.

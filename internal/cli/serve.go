@@ -70,6 +70,8 @@ type ServeOptions struct {
 	Security SecurityFlags
 	// Trust: what cluster Secrets may make serve do (serve_trust.go).
 	Trust ClusterTrustFlags
+	// Fleet (serve_fleet.go).
+	Fleet FleetFlags
 }
 
 // DefaultServeOptions returns serve's defaults.
@@ -81,7 +83,7 @@ func DefaultServeOptions() ServeOptions {
 		ClusterProbeInterval: cluster.DefaultProbeInterval,
 		WatchResync:          10 * time.Minute, WatchWorkers: watch.DefaultWorkers, EventBusStream: eventbus.DefaultStream, EventBusDurable: eventbus.DefaultDurable,
 		EventBusInFlight: eventbus.DefaultMaxInFlight, EventBusAckWait: 30 * time.Second, EventBusMaxDeliver: eventbus.DefaultMaxDeliver, GCMinAge: gc.DefaultMinAge, GCKeep: gc.DefaultKeep,
-		Trust: DefaultClusterTrustFlags()}
+		Trust: DefaultClusterTrustFlags(), Fleet: DefaultFleetFlags()}
 }
 
 // AddFlags binds the options to a flag set.
@@ -132,6 +134,7 @@ func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "elect one sweeper among the replicas, per cluster, on a Lease in the default cluster (use with replicas > 1)")
 	fs.StringVar(&o.LeaseNamespace, "leader-elect-namespace", o.LeaseNamespace, "namespace of the leader-election Leases (default: the pod's namespace)")
 	o.Security.AddFlags(fs)
+	o.Fleet.AddFlags(fs)
 }
 
 // Ingress converts the ingress and sweep flags to server.Ingress. Errors are usage errors.
@@ -266,15 +269,16 @@ func (o *ServeOptions) Run(ctx context.Context, s *Streams) error {
 		return err
 	}
 	so.Ingress = in
+	if so.Fleet, err = o.Fleet.Options(o); err != nil {
+		return err
+	}
 	var cfg *rest.Config
 	if src := o.sources(); src.Multi() {
 		specs, err := src.Static()
 		if err != nil {
 			return err
 		}
-		so.Clusters = &cluster.Options{Clusters: specs, Default: o.DefaultCluster, ArgoCDNamespace: o.ArgoCDNamespace,
-			Namespace: o.Namespace, AllowSecrets: o.AllowSecrets, BlockOwnerDeletion: o.BlockOwnerDeletion, Namespaces: so.Namespaces,
-			ProbeInterval: o.ClusterProbeInterval, ReplicaSetWait: o.replicaSetWait(), Logger: log}
+		so.Clusters = &cluster.Options{Clusters: specs, Default: o.DefaultCluster, ArgoCDNamespace: o.ArgoCDNamespace, Logger: log}
 		if err := o.Trust.apply(so.Clusters); err != nil {
 			return err
 		}

@@ -29,6 +29,7 @@ type claim struct {
 	spec    Spec
 	err     error
 	reason  string
+	pin     int    // the shard its `shard` field pins the cluster to, -1 for none (ownership.go)
 	name    string // the cluster name it asks for, even when invalid
 	server  string
 }
@@ -147,7 +148,7 @@ func normalServer(s string) string {
 func (r *Registry) newClaim(s *corev1.Secret) *claim {
 	key := s.Namespace + "/" + s.Name
 	c := &claim{key: key, fp: fingerprint(s), uid: s.UID, name: strings.TrimSpace(secretValue(s, "name")),
-		server: strings.TrimSpace(secretValue(s, "server"))}
+		server: strings.TrimSpace(secretValue(s, "server")), pin: shardPin(s)}
 	c.spec, c.err = SpecFromSecretAllowing(s, r.opts.ExecPlugins)
 	if c.err != nil {
 		c.reason = ReasonInvalid

@@ -16,6 +16,8 @@ var (
 	refusedDesc = prometheus.NewDesc("configmap_attacher_cluster_secret_refused",
 		"1 for each Argo CD cluster Secret not served, by reason (invalid, exec-not-allowed, duplicate-name, duplicate-server, name-taken, cluster-cap); conflicts names the other Secrets of a duplicate.",
 		[]string{"secret", "cluster", "reason", "conflicts"}, nil)
+	ownedDesc = prometheus.NewDesc("configmap_attacher_cluster_owned",
+		"1 when this replica runs the cluster (always, for a single replica), 0 when another replica of the fleet owns it.", []string{"cluster"}, nil)
 )
 
 // Collector returns a Prometheus collector of the registry's per-cluster state, read at
@@ -32,6 +34,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- syncedDesc
 	ch <- registeredDesc
 	ch <- refusedDesc
+	ch <- ownedDesc
 }
 
 // Collect implements prometheus.Collector.
@@ -49,6 +52,10 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 				ch <- prometheus.MustNewConstMetric(refusedDesc, prometheus.GaugeValue, 1, strings.TrimPrefix(st.Origin, "Argo CD Secret "),
 					st.Name, st.Reason, strings.Join(st.Conflicts, ","))
 			}
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(ownedDesc, prometheus.GaugeValue, b(!st.Elsewhere), st.Name)
+		if st.Elsewhere {
 			continue
 		}
 		ch <- prometheus.MustNewConstMetric(upDesc, prometheus.GaugeValue, b(st.Reachable), st.Name, st.Source)

@@ -47,6 +47,13 @@ type breakServe struct {
 // the test's end) and waits until it is ready.
 func startBreakServe(t *testing.T, ro cluster.Options, in server.Ingress) *breakServe {
 	t.Helper()
+	return startBreakServeIn(t, ro, in, "")
+}
+
+// startBreakServeIn is startBreakServe with the caches limited to namespace ns
+// (serve --watch-namespace).
+func startBreakServeIn(t *testing.T, ro cluster.Options, in server.Ingress, ns string) *breakServe {
+	t.Helper()
 	ro.Logger = breakLogger(t)
 	if ro.ProbeInterval == 0 {
 		ro.ProbeInterval = 200 * time.Millisecond
@@ -55,7 +62,7 @@ func startBreakServe(t *testing.T, ro cluster.Options, in server.Ingress) *break
 		ro.ProbeTimeout = time.Second
 	}
 	srv, err := server.New(nil, server.Options{Clusters: &ro, Ingress: in, GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Logger: ro.Logger,
-		ShutdownTimeout: 5 * time.Second, HTTPToken: []byte(breakToken)})
+		ShutdownTimeout: 5 * time.Second, HTTPToken: []byte(breakToken), Namespace: ns})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &breakServe{srv: srv, addr: srv.HTTPAddr(), cancel: cancel, done: make(chan error, 1)}
@@ -316,11 +323,11 @@ func TestLeaderElectionTwoReplicasTwoClusters(t *testing.T) {
 	// valid object name, so its Lease name is hashed).
 	const memberName = "Member_B"
 	replica := func() *breakServe {
-		return startBreakServe(t, cluster.Options{Clusters: []cluster.Spec{
+		return startBreakServeIn(t, cluster.Options{Clusters: []cluster.Spec{
 			{Name: "a", Source: cluster.SourceHome, Origin: "test", Config: a.RESTConfig()},
 			{Name: memberName, Source: cluster.SourceKubeconfig, Origin: "test", Config: b.RESTConfig()},
-		}, Namespace: ns}, server.Ingress{GC: &server.GCOptions{Interval: 200 * time.Millisecond,
-			Options: gc.Options{MinAge: time.Hour}, LeaseNamespace: leaseNS}})
+		}}, server.Ingress{GC: &server.GCOptions{Interval: 200 * time.Millisecond,
+			Options: gc.Options{MinAge: time.Hour}, LeaseNamespace: leaseNS}}, ns)
 	}
 	r1, r2 := replica(), replica()
 	names := []string{"a", memberName}

@@ -27,7 +27,7 @@ func (r *Registry) reconcileLocked() []*member {
 	var stopped []*member
 	for _, key := range sortedKeys(r.secrets) {
 		name := r.secrets[key]
-		if c, ok := admit[key]; !ok || r.members[name] == nil || r.members[name].fingerprint != c.fp {
+		if c, ok := admit[key]; !ok || r.members[name] == nil || r.members[name].fingerprint != c.fp || r.members[name].pin != c.pin {
 			if m := r.unregisterLocked(key); m != nil {
 				stopped = append(stopped, m)
 			}
@@ -47,7 +47,7 @@ func (r *Registry) reconcileLocked() []*member {
 			refused[key] = refusal{ReasonInvalid, err.Error(), nil}
 			continue
 		}
-		m.secret, m.fingerprint = key, c.fp
+		m.secret, m.fingerprint, m.pin = key, c.fp, c.pin
 		r.members[c.spec.Name] = m
 		r.secrets[key] = c.spec.Name
 		r.startLocked(m)
@@ -85,11 +85,10 @@ func (r *Registry) reportLocked(refused map[string]refusal) {
 // isExecRefusal reports whether err refuses a credential plugin.
 func isExecRefusal(err error) bool { return errors.Is(err, ErrExecNotAllowed) }
 
-// namespacePolicy is cluster sp's namespace policy: the service's, limited to the
+// namespacePolicy is cluster sp's namespace policy: the service's (p), limited to the
 // Spec's Namespaces (an Argo CD Secret's "namespaces") when it lists any, for events
-// and sweeps alike (the caches are limited by newMember).
-func (r *Registry) namespacePolicy(sp Spec) core.NamespacePolicy {
-	p := r.opts.Namespaces
+// and sweeps alike (the caches are limited by Runtime.buildCaches).
+func namespacePolicy(p core.NamespacePolicy, sp Spec) core.NamespacePolicy {
 	if len(sp.Namespaces) > 0 {
 		p.Limit, p.LimitBy = slices.Clone(sp.Namespaces), "cluster "+sp.Name+" ("+sp.Origin+")"
 	}

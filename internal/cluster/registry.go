@@ -56,25 +56,18 @@ type Options struct {
 	ArgoCDNamespace string
 	// ArgoCDClient reads those Secrets; nil means the default cluster's client.
 	ArgoCDClient kubernetes.Interface
-	// Namespace limits every cluster's caches to one namespace (clusters whose Spec
-	// lists Namespaces use those instead); empty means all namespaces.
-	Namespace string
-	// AllowSecrets and BlockOwnerDeletion configure every cluster's Attacher (see
-	// core.Config); AllowSecrets also caches Secret metadata.
-	AllowSecrets, BlockOwnerDeletion bool
-	// Namespaces restricts the namespaces events may act in, in every cluster.
-	Namespaces core.NamespacePolicy
-	// ReplicaSetWait bounds how long an event that outran a cluster's ReplicaSet
-	// informer waits for it (cache.Options.ReplicaSetWait: zero is the default, negative
-	// no wait).
-	ReplicaSetWait time.Duration
+	// Runtime is what every cluster's Runtime is built from (clients' use, caches,
+	// Attacher, watchers, sweeper).
+	Runtime RuntimeOptions
+	// Directory, when set, is the routing table the registry fills (the dispatcher's);
+	// nil: a Directory of its own.
+	Directory *Directory
+	// Ownership, when set, decides which registered clusters run on this replica (a
+	// fleet, package shard); nil: every one of them.
+	Ownership Ownership
 	// ProbeInterval and ProbeTimeout pace the health probe (GET /readyz) of each
 	// cluster; zero means DefaultProbeInterval and DefaultProbeTimeout.
 	ProbeInterval, ProbeTimeout time.Duration
-	// PerCluster, when set, runs for every registered cluster, from its registration
-	// (or Run) until it is removed or Run ends (its ctx is then cancelled): for
-	// per-cluster work such as a GC sweeper. Its error is logged.
-	PerCluster func(ctx context.Context, c *Cluster) error
 	// Logger receives logs; nil means slog.Default().
 	Logger *slog.Logger
 	// ExecPlugins are the credential plugins Argo CD cluster Secrets may name
@@ -129,6 +122,9 @@ type Status struct {
 	// Conflicts names the other Secrets of a duplicate name or server.
 	Reason    string   `json:"reason,omitempty"`
 	Conflicts []string `json:"conflicts,omitempty"`
+	// Elsewhere: another replica of the fleet owns the cluster and runs it (this
+	// replica forwards its events there); Healthy is then true.
+	Elsewhere bool `json:"elsewhere,omitempty"`
 	// LastProbe is when the last probe ended; Since when Reachable last changed.
 	LastProbe time.Time `json:"lastProbe,omitzero"`
 	Since     time.Time `json:"since,omitzero"`
@@ -154,16 +150,18 @@ type Registry struct {
 	running    atomic.Bool
 	argoSync   atomic.Pointer[toolscache.InformerSynced]
 	defName    string
-	// perCluster is Options.PerCluster or what SetPerCluster set.
-	perCluster func(ctx context.Context, c *Cluster) error
+	dir        *Directory
 }
 
 type member struct {
-	c            Cluster
-	secret       string // Argo CD Secret namespace/name, "" for static clusters
-	fingerprint  string
-	caches       []*cache.Cache
-	stopRecorder func()
+	c           Cluster
+	secret      string // Argo CD Secret namespace/name, "" for static clusters
+	fingerprint string
+	// pin is the shard an Argo CD Secret's `shard` field names, -1 for none.
+	pin int
+	// rt is the cluster's runtime while it runs here (built ahead for a static cluster
+	// of a single replica); cancel stops it and done is closed when it has stopped.
+	rt           *Runtime
 	cancel       context.CancelFunc
 	done         chan struct{}
 	healthMu     sync.Mutex
@@ -190,10 +188,19 @@ func New(opts Options) (*Registry, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	if opts.Runtime.Logger == nil {
+		opts.Runtime.Logger = log
+	}
+	if opts.Runtime.RequestTimeout == 0 {
+		opts.Runtime.RequestTimeout = opts.RequestTimeout
+	}
 	r := &Registry{opts: opts, log: log.With("component", "clusters"), members: map[string]*member{},
-		secrets: map[string]string{}, invalid: map[string]Status{}, claims: map[string]*claim{}, perCluster: opts.PerCluster}
+		secrets: map[string]string{}, invalid: map[string]Status{}, claims: map[string]*claim{}, dir: opts.Directory}
 	if opts.MaxClusters > 0 && len(opts.Clusters) > opts.MaxClusters {
 		return nil, fmt.Errorf("cluster: %d clusters given, more than the cap of %d (--max-clusters)", len(opts.Clusters), opts.MaxClusters)
+	}
+	if r.dir == nil {
+		r.dir = NewDirectory(false)
 	}
 	for _, sp := range opts.Clusters {
 		if err := ValidateName(sp.Name); err != nil {
@@ -215,6 +222,14 @@ func New(opts Options) (*Registry, error) {
 	if _, ok := r.members[r.defName]; !ok {
 		return nil, fmt.Errorf("cluster: default cluster %q is not among the clusters (%s)", r.defName, strings.Join(r.Names(), ", "))
 	}
+	r.dir.setDefault(r.defName)
+	if opts.Ownership != nil {
+		r.dir.setOwner(r.ownerOf)
+		opts.Ownership.Notify(r.Reconcile)
+	}
+	for name, m := range r.members {
+		r.dir.set(name, route{rt: m.rt, health: m.down}) // rt nil: owned elsewhere until Run says otherwise
+	}
 	return r, nil
 }
 
@@ -222,53 +237,20 @@ func (r *Registry) newMember(sp Spec) (*member, error) {
 	if sp.Config == nil {
 		return nil, fmt.Errorf("cluster %q: no client configuration", sp.Name)
 	}
-	clients, err := kube.NewClients(withRequestDeadline(sp.Config, r.opts.RequestTimeout))
+	m := &member{c: Cluster{Spec: sp}, pin: -1}
+	if r.opts.Ownership != nil {
+		return m, nil // its runtime is built when this replica comes to own it
+	}
+	rt, err := NewRuntime(sp, r.opts.Runtime)
 	if err != nil {
-		return nil, fmt.Errorf("cluster %q: %w", sp.Name, err)
+		return nil, err
 	}
-	nss := sp.Namespaces
-	if len(nss) == 0 {
-		nss = []string{r.opts.Namespace} // "" = all namespaces
-	}
-	log := r.log.With("cluster", sp.Name)
-	m := &member{c: Cluster{Spec: sp, Clients: clients}}
-	byNS := map[string]core.Reader{}
-	for _, ns := range nss {
-		c, err := cache.New(clients, cache.Options{Namespace: ns, Secrets: r.opts.AllowSecrets, ReplicaSetWait: r.opts.ReplicaSetWait, Logger: log})
-		if err != nil {
-			return nil, fmt.Errorf("cluster %q: %w", sp.Name, err)
-		}
-		m.caches = append(m.caches, c)
-		byNS[ns] = c
-	}
-	m.c.Caches = m.caches
-	m.c.Reader = m.caches[0]
-	if len(m.caches) > 1 {
-		m.c.Reader = nsReader{byNS: byNS, live: core.LiveReader{Client: clients.Kube, Dynamic: clients.Dynamic, Metadata: clients.Metadata}}
-	}
-	recorder, stopRecorder := kube.NewBroadcastRecorder(clients.Kube)
-	m.c.Attacher, err = core.NewAttacher(core.Config{Cluster: sp.Name, Client: clients.Kube, Reader: m.c.Reader, Recorder: recorder,
-		AllowSecrets: r.opts.AllowSecrets, BlockOwnerDeletion: r.opts.BlockOwnerDeletion, Namespaces: r.namespacePolicy(sp), Logger: r.log,
-		Applications: &kube.Applications{Dynamic: clients.Dynamic}})
-	if err != nil {
-		stopRecorder()
-		return nil, fmt.Errorf("cluster %q: %w", sp.Name, err)
-	}
-	m.stopRecorder = stopRecorder
+	m.rt, m.c = rt, rt.Cluster
 	return m, nil
 }
 
-// SetPerCluster sets the per-cluster work (see Options.PerCluster), replacing the one of
-// Options. Call it before Run; it returns an error once Run has begun.
-func (r *Registry) SetPerCluster(fn func(ctx context.Context, c *Cluster) error) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.running.Load() {
-		return errors.New("cluster: SetPerCluster after Run")
-	}
-	r.perCluster = fn
-	return nil
-}
+// Directory returns the registry's routing table.
+func (r *Registry) Directory() *Directory { return r.dir }
 
 // DefaultName returns the name of the default cluster.
 func (r *Registry) DefaultName() string { return r.defName }
@@ -325,24 +307,9 @@ func (r *Registry) lookup(name string) (*member, error) {
 	return m, nil
 }
 
-// Attacher implements dispatch.Clusters: the Attacher of cluster
-// name ("" is the default). An unknown name is a *core.FieldError for "cluster"
-// (core.ErrInvalid); a cluster whose last health probe failed gives an error wrapping
-// core.ErrUnavailable at once, so that the event is retried later instead of waiting
-// for a dead apiserver.
-func (r *Registry) Attacher(name string) (*core.Attacher, error) {
-	m, err := r.lookup(name)
-	if err != nil {
-		return nil, err
-	}
-	m.healthMu.Lock()
-	down, why := m.probed && !m.reachable, m.probeErr
-	m.healthMu.Unlock()
-	if down {
-		return nil, fmt.Errorf("cluster %q: %w: %s", m.c.Spec.Name, core.ErrUnavailable, why)
-	}
-	return m.c.Attacher, nil
-}
+// Attacher implements dispatch.Clusters (Directory.Attacher of the registry's
+// Directory).
+func (r *Registry) Attacher(name string) (*core.Attacher, error) { return r.dir.Attacher(name) }
 
 // Run starts every cluster's caches and health probe and, with
 // Options.ArgoCDNamespace, the watch of Argo CD cluster Secrets, and blocks until ctx
@@ -360,66 +327,91 @@ func (r *Registry) Run(ctx context.Context) error {
 	r.mu.Unlock()
 
 	if r.opts.ArgoCDNamespace != "" {
-		client := r.opts.ArgoCDClient
-		if client == nil {
-			m, _ := r.lookup("")
-			client = m.c.Clients.Kube
+		client, err := r.argoCDClient()
+		if err != nil {
+			return err
 		}
 		if err := r.watchArgoCD(ctx, client); err != nil {
 			return err
 		}
 	}
 	<-ctx.Done()
+	r.mu.Lock()
+	for _, m := range r.members {
+		m.c.Spec.closeCredentials() // kills a credential plugin still running
+	}
+	r.mu.Unlock()
 	r.wg.Wait()
 	r.mu.Lock()
 	for _, m := range r.members {
-		m.stopRecorder()
+		if m.rt != nil && m.rt.Life() == nil {
+			m.rt.Close() // built, never run
+		}
 	}
 	r.mu.Unlock()
 	r.log.Info("stopped")
 	return nil
 }
 
-// startLocked starts m's caches, probe and PerCluster under the registry's Run
-// context. r.mu must be held and Run must have begun.
+// startLocked starts m's runtime and health probe under the registry's Run context
+// when this replica is to run it (see startOwnedLocked). r.mu must be held and Run must
+// have begun.
 func (r *Registry) startLocked(m *member) {
-	ctx, cancel := context.WithCancel(r.runCtx)
-	m.cancel, m.done = cancel, make(chan struct{})
-	context.AfterFunc(ctx, m.c.Spec.closeCredentials) // kills a credential plugin still running
-	log := r.log.With("cluster", m.c.Spec.Name)
-	var wg sync.WaitGroup
-	for _, c := range m.caches {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := c.Run(ctx); err != nil {
-				log.Error("cache stopped", "error", err)
-			}
-		}()
+	if r.opts.Ownership != nil && !r.opts.Ownership.Owns(m.c.Spec.Name, m.pin) {
+		r.dir.set(m.c.Spec.Name, route{})
+		r.log.Info("cluster registered, owned by another replica", "cluster", m.c.Spec.Name, "source", m.c.Spec.Source,
+			"origin", m.c.Spec.Origin)
+		return
 	}
-	wg.Add(1)
+	r.startOwnedLocked(m)
+}
+
+// startOwnedLocked builds m's runtime if need be and runs it with its health probe
+// until m.cancel; m.done is closed once both have returned.
+func (r *Registry) startOwnedLocked(m *member) {
+	log := r.log.With("cluster", m.c.Spec.Name)
+	if m.rt == nil {
+		rt, err := NewRuntime(m.c.Spec, r.opts.Runtime)
+		if err != nil {
+			log.Error("cluster runtime not built", "error", err)
+			return
+		}
+		m.healthMu.Lock()
+		m.rt, m.c = rt, rt.Cluster
+		m.healthMu.Unlock()
+	}
+	ctx, cancel := context.WithCancel(r.runCtx)
+	done := make(chan struct{})
+	m.cancel, m.done = cancel, done
+	rt := m.rt
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		if err := rt.Run(ctx); err != nil && ctx.Err() == nil {
+			log.Error("per-cluster work failed", "error", err)
+		}
+	}()
 	go func() {
 		defer wg.Done()
 		r.probeLoop(ctx, m)
 	}()
-	if fn := r.perCluster; fn != nil {
-		c := m.c
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := fn(ctx, &c); err != nil && ctx.Err() == nil {
-				log.Error("per-cluster work failed", "error", err)
-			}
-		}()
-	}
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
 		wg.Wait()
-		close(m.done)
+		close(done) // not m.done: a release clears it (ownership.go)
 	}()
+	r.dir.set(m.c.Spec.Name, route{rt: rt, health: m.down})
 	log.Info("cluster registered", "source", m.c.Spec.Source, "origin", m.c.Spec.Origin, "server", m.c.Spec.Server(),
 		"namespaces", m.c.Spec.Namespaces)
+}
+
+// down reports whether m's last health probe failed, and why.
+func (m *member) down() (bool, string) {
+	m.healthMu.Lock()
+	defer m.healthMu.Unlock()
+	return m.probed && !m.reachable, m.probeErr
 }
 
 func (r *Registry) probeLoop(ctx context.Context, m *member) {
@@ -465,14 +457,7 @@ func (r *Registry) probe(ctx context.Context, m *member) {
 	}
 }
 
-func (m *member) synced() bool {
-	for _, c := range m.caches {
-		if !c.HasSynced() {
-			return false
-		}
-	}
-	return true
-}
+func (m *member) synced() bool { return m.rt != nil && m.rt.Synced() }
 
 func (m *member) status(def bool) Status {
 	m.healthMu.Lock()
@@ -480,6 +465,9 @@ func (m *member) status(def bool) Status {
 	st := Status{Name: m.c.Spec.Name, Source: m.c.Spec.Source, Origin: m.c.Spec.Origin, Server: m.c.Spec.Server(),
 		Default: def, Namespaces: m.c.Spec.Namespaces, Registered: true, Reachable: m.reachable, Synced: m.synced(),
 		LastProbe: m.lastProbe, Since: m.reachableChg}
+	if m.rt == nil { // owned by another replica of the fleet (ownership.go)
+		return elsewhere(st)
+	}
 	switch {
 	case !m.probed:
 		st.Error = "not probed yet"
@@ -539,7 +527,9 @@ func (r *Registry) Readiness() (bool, string) {
 	var b strings.Builder
 	for _, st := range r.Statuses() {
 		state := "ok"
-		if !st.Healthy {
+		if st.Elsewhere {
+			state = "ok, owned by another replica"
+		} else if !st.Healthy {
 			state = "DOWN: " + st.Error
 		}
 		def := ""
@@ -623,7 +613,7 @@ func (r *Registry) upsertSecret(obj any) {
 		r.mu.Unlock()
 		return
 	}
-	if old, ok := r.claims[c.key]; ok && old.fp == c.fp {
+	if old, ok := r.claims[c.key]; ok && old.fp == c.fp && old.pin == c.pin {
 		r.mu.Unlock()
 		return // resync or an irrelevant change
 	}
@@ -658,26 +648,32 @@ func (r *Registry) unregisterLocked(key string) *member {
 		return nil
 	}
 	delete(r.members, name)
+	r.dir.drop(name, nil)
 	return m
 }
 
-// stop cancels m's goroutines and, in the background, waits for them and releases m's
-// Event broadcaster (m nil: nothing). It does not block: the caller is the Argo CD
-// Secret handler, which must not wait on a cluster that no longer answers.
+// stop cancels m's goroutines and, in the background, waits for them (m nil or not
+// running here: nothing). It does not block: the caller is the Argo CD Secret handler,
+// which must not wait on a cluster that no longer answers.
 func (r *Registry) stop(m *member) {
 	if m == nil {
+		return
+	}
+	// The cluster is no longer served: a credential plugin still running is killed.
+	// (Not on a release to another replica: the Spec, and its plugin, serve again if
+	// ownership comes back.)
+	m.c.Spec.closeCredentials()
+	if m.cancel == nil {
+		if m.rt != nil {
+			m.rt.Close() // built, never run
+		}
 		return
 	}
 	m.cancel()
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		r.awaitStopped(m)
+		<-m.done // the runtime flushed its Events; the cluster's clients are no longer used
+		r.log.Info("cluster unregistered", "cluster", m.c.Spec.Name, "origin", m.c.Spec.Origin)
 	}()
-}
-
-func (r *Registry) awaitStopped(m *member) {
-	<-m.done
-	m.stopRecorder() // its Events are flushed; the cluster's clients are no longer used
-	r.log.Info("cluster unregistered", "cluster", m.c.Spec.Name, "origin", m.c.Spec.Origin)
 }

@@ -15,7 +15,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
+	"github.com/configmap-attacher/configmap-attacher/internal/gc"
 )
 
 // Defaults of Config.
@@ -56,6 +59,9 @@ type Request struct {
 	// ConfigMap or Secret and attach it (core.Attacher.AttachRevision); Event is then
 	// unused. Revision.Cluster follows the same rule as Event.Cluster.
 	Revision *core.RevisionEvent
+	// Forwarded marks an event another replica of the fleet handed to this one: it is
+	// never forwarded again.
+	Forwarded bool
 }
 
 // Response is the JSON result of one event (gRPC Execute, HTTP POST): the core's
@@ -67,7 +73,7 @@ type Response struct {
 	// Ignored is set, with the reason, when the event was acknowledged without work.
 	Ignored string `json:"ignored,omitempty"`
 	// GC is the sweep report of an `operation: gc` event.
-	GC any `json:"gc,omitempty"`
+	GC *gc.Report `json:"gc,omitempty"`
 	// Error is the error the event ended with, if any.
 	Error string `json:"error,omitempty"`
 }
@@ -109,6 +115,9 @@ type Config struct {
 	// Observe, when set, receives every answer once it is counted and logged (the
 	// server's once-per-object notes, internal/server).
 	Observe func(Answer)
+	// Forwarder, when set, hands an event whose cluster another replica owns
+	// (*OwnedElsewhereError from Clusters) to that replica; nil answers it retry-later.
+	Forwarder Forwarder
 }
 
 // Dispatcher runs events for every way in. Build it with New, run it with Run. It is
@@ -126,6 +135,8 @@ type Dispatcher struct {
 	metrics    *Metrics
 	log        *slog.Logger
 	observe    func(Answer)
+	forwarder  Forwarder
+	forwarded  *prometheus.CounterVec
 
 	mu       sync.Mutex // guards stopping and wg.Add against Run's wg.Wait
 	stopping bool
@@ -161,7 +172,8 @@ func New(cfg Config) (*Dispatcher, error) {
 	hard, stop := context.WithCancel(context.Background())
 	return &Dispatcher{clusters: cfg.Clusters, sweeps: cfg.Sweeps, defaults: defaults, timeout: cfg.ExecuteTimeout,
 		grace: cfg.StopGrace, sem: make(chan struct{}, cfg.MaxInFlight), perCluster: min(cfg.MaxInFlightPerCluster, cfg.MaxInFlight),
-		metrics: cfg.Metrics, log: cfg.Logger, observe: cfg.Observe, hard: hard, stopHard: stop}, nil
+		metrics: cfg.Metrics, log: cfg.Logger, observe: cfg.Observe, forwarder: cfg.Forwarder,
+		forwarded: forwardedMetric(cfg.Metrics.Registry), hard: hard, stopHard: stop}, nil
 }
 
 // Metrics returns the dispatcher's metrics.
@@ -193,8 +205,10 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 // while ctx lives. The work is bounded by the execute timeout and by the stop grace.
 func (d *Dispatcher) Dispatch(ctx context.Context, req Request) Answer {
 	start := time.Now()
-	a := d.dispatch(ctx, req)
-	d.finish(ctx, req.Path, start, &a)
+	a, forwarded := d.dispatch(ctx, req)
+	if !forwarded { // the owner counted and logged it
+		d.finish(ctx, req.Path, start, &a)
+	}
 	return a
 }
 
@@ -226,7 +240,7 @@ func (d *Dispatcher) Reject(ctx context.Context, path Path, ev core.Event, err e
 	return a
 }
 
-func (d *Dispatcher) dispatch(ctx context.Context, req Request) Answer {
+func (d *Dispatcher) dispatch(ctx context.Context, req Request) (Answer, bool) {
 	resp := newResponse(req.Event)
 	if r := req.Revision; r != nil {
 		resp.Namespace, resp.ReplicaSet, resp.Revision = r.Namespace, "", string(r.Kind)+"/"+r.Name
@@ -239,9 +253,20 @@ func (d *Dispatcher) dispatch(ctx context.Context, req Request) Answer {
 		name = req.Options.Cluster
 	}
 	att, err := d.clusters.Attacher(name)
-	if err != nil {
-		return answer(resp, err)
+	var elsewhere *OwnedElsewhereError
+	if errors.As(err, &elsewhere) {
+		if a, ok := d.forward(ctx, req, elsewhere); ok {
+			return a, true
+		}
 	}
+	if err != nil {
+		return answer(resp, err), false
+	}
+	return d.local(ctx, att, req, resp), false
+}
+
+// local runs an event of a cluster this replica serves.
+func (d *Dispatcher) local(ctx context.Context, att *core.Attacher, req Request, resp Response) Answer {
 	release, err := d.acquire(ctx, req.Path, att.Cluster())
 	if err != nil {
 		return answer(resp, err)

@@ -39,6 +39,7 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/internal/dispatch"
 	"github.com/configmap-attacher/configmap-attacher/internal/event"
 	"github.com/configmap-attacher/configmap-attacher/internal/eventbus"
+	"github.com/configmap-attacher/configmap-attacher/internal/gc"
 	"github.com/configmap-attacher/configmap-attacher/internal/natsserver"
 	"github.com/configmap-attacher/configmap-attacher/internal/testfix"
 	"github.com/configmap-attacher/configmap-attacher/internal/watch"
@@ -114,7 +115,8 @@ func newStack(t *testing.T, allowSecrets bool) *stack {
 	s.reg, err = cluster.New(cluster.Options{
 		Clusters: []cluster.Spec{{Name: "home", Source: cluster.SourceHome, Config: c.RESTConfig()},
 			{Name: "dead", Source: cluster.SourceKubeconfig, Config: dead}},
-		AllowSecrets: allowSecrets, Namespaces: core.NamespacePolicy{Deny: append(core.DefaultExcludedNamespaces(""), s.ns+"-denied")},
+		Runtime: cluster.RuntimeOptions{AllowSecrets: allowSecrets,
+			Namespaces: core.NamespacePolicy{Deny: append(core.DefaultExcludedNamespaces(""), s.ns+"-denied")}},
 		ProbeInterval: 200 * time.Millisecond, ProbeTimeout: 500 * time.Millisecond, Logger: testfix.Quiet()})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -317,11 +319,11 @@ type fakeSweeps struct {
 	after []string // cluster/namespace of the sweep after an attach
 }
 
-func (f *fakeSweeps) Sweep(_ context.Context, cluster, ns string, _ bool) (any, string, error) {
+func (f *fakeSweeps) Sweep(_ context.Context, cluster, ns string, _ bool) (*gc.Report, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.swept = append(f.swept, cluster+"/"+ns)
-	return map[string]int{"deleted": 0}, "gc " + ns + ": nothing to delete", nil
+	return &gc.Report{}, nil
 }
 
 func (f *fakeSweeps) AfterAttach(cluster, ns string) {

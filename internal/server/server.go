@@ -73,13 +73,18 @@ type Options struct {
 	ProfilingAddr string
 	// Logger receives logs; nil means slog.Default().
 	Logger *slog.Logger
-	// Clusters, when set, serves several clusters: the registry's options (its static
-	// clusters, default, Argo CD Secrets, ...). New sets its PerCluster and fills its
-	// Logger; the rest.Config given to New may then be nil. Without it New serves the one
-	// cluster of its rest.Config through a registry of one, named ClusterName.
+	// Clusters, when set, serves several clusters: the registry's sources (its static
+	// clusters, default, Argo CD Secrets). New sets the rest of its options (the
+	// runtime of every cluster, the directory, the probe) from these Options, the one
+	// way a registry is built; the rest.Config given to New may then be nil. Without it
+	// New serves the one cluster of its rest.Config through a registry of one, named
+	// ClusterName.
 	Clusters *cluster.Options
 	// Ingress selects the ways in beside gRPC and HTTP and the orphan sweep.
 	Ingress Ingress
+	// Fleet, when set, shares the clusters among the replicas (fleet.go); nil: this
+	// replica runs every cluster, as a single replica does.
+	Fleet *FleetOptions
 }
 
 // Defaults of Options.
@@ -96,17 +101,18 @@ const answerMargin = 3 * time.Second
 // over one dispatcher. Create it with New (which builds every part and binds the
 // listeners), then Run it.
 type Server struct {
-	opts     Options
-	log      *slog.Logger
-	spec     core.Options // what an empty spec means on this service
-	reg      *cluster.Registry
-	d        *dispatch.Dispatcher
-	sweepers *sweepers
-	gc       gcParts
-	sub      *eventbus.Subscriber
-	grpc     *trigger.GRPCServer
-	http     *trigger.HTTPServer
-	prof     *profiling
+	opts Options
+	log  *slog.Logger
+	spec core.Options // what an empty spec means on this service
+	reg  *cluster.Registry
+	dir  *cluster.Directory
+	d    *dispatch.Dispatcher
+	sub  *eventbus.Subscriber
+	// fleet is this replica's share of the fleet (nil without Options.Fleet).
+	fleet *fleet
+	grpc  *trigger.GRPCServer
+	http  *trigger.HTTPServer
+	prof  *profiling
 }
 
 // perClusterInFlight is the dispatcher's bound for one cluster: half the slots when
@@ -146,21 +152,28 @@ func New(cfg *rest.Config, o Options) (*Server, error) {
 	s := &Server{opts: o, log: o.Logger, spec: core.DefaultOptions()}
 	s.spec.IncludeSecrets = o.AllowSecrets
 	metrics := dispatch.NewMetrics()
-	if s.reg, err = s.registry(cfg); err != nil {
+	// The dispatcher routes through the directory, which the registry fills as cluster
+	// runtimes start and stop: each part is whole when the next is built on it.
+	ro := s.clusterOptions(cfg)
+	s.dir = cluster.NewDirectory(o.Ingress.GC.Interval > 0)
+	if s.fleet, err = s.newFleet(ro, tlsCfg); err != nil {
+		return nil, err
+	}
+	s.d, err = dispatch.New(dispatch.Config{Clusters: s.dir, Sweeps: s.dir, Defaults: &s.spec,
+		MaxInFlight: o.MaxInFlight, MaxInFlightPerCluster: o.perClusterInFlight(), ExecuteTimeout: o.ExecuteTimeout,
+		StopGrace: o.ShutdownTimeout, Metrics: metrics, Logger: s.log, Observe: newOptInNotes(s.log).observe,
+		Forwarder: s.fleet.forwarder()})
+	if err != nil {
+		return nil, err
+	}
+	if s.reg, err = s.registry(ro, metrics); err != nil {
+		return nil, err
+	}
+	if err := s.fleet.bind(s, metrics, tlsCfg); err != nil {
 		return nil, err
 	}
 	if err := metrics.Registry.Register(s.reg.Collector()); err != nil {
 		return nil, fmt.Errorf("server: cluster metrics: %w", err)
-	}
-	if s.gc, err = s.gcParts(metrics); err != nil {
-		return nil, err
-	}
-	s.sweepers = &sweepers{reg: s.reg, by: map[string]liveSweeper{}, periodic: o.Ingress.GC.Interval > 0}
-	s.d, err = dispatch.New(dispatch.Config{Clusters: s.reg, Sweeps: s.sweepers, Defaults: &s.spec,
-		MaxInFlight: o.MaxInFlight, MaxInFlightPerCluster: o.perClusterInFlight(), ExecuteTimeout: o.ExecuteTimeout,
-		StopGrace: o.ShutdownTimeout, Metrics: metrics, Logger: s.log, Observe: newOptInNotes(s.log).observe})
-	if err != nil {
-		return nil, err
 	}
 	if s.sub, err = s.subscriber(metrics); err != nil {
 		return nil, err
@@ -191,21 +204,31 @@ func (o Options) withDefaults() (Options, error) {
 	return o, o.Ingress.validate()
 }
 
-// registry builds the cluster registry: o.Clusters, or the one cluster of cfg. Its
-// per-cluster work (watcher, sweeper) is the server's.
-func (s *Server) registry(cfg *rest.Config) (*cluster.Registry, error) {
+// clusterOptions are the registry's sources: o.Clusters, or the one cluster of cfg.
+func (s *Server) clusterOptions(cfg *rest.Config) cluster.Options {
 	o := s.opts
-	ro := cluster.Options{
-		Clusters:  []cluster.Spec{{Name: o.ClusterName, Source: cluster.SourceHome, Origin: "--kubeconfig/--context", Config: cfg}},
-		Namespace: o.Namespace, AllowSecrets: o.AllowSecrets, BlockOwnerDeletion: o.BlockOwnerDeletion,
-		Namespaces: o.Namespaces, ProbeInterval: o.ProbeInterval, ReplicaSetWait: o.ReplicaSetWait}
+	ro := cluster.Options{Clusters: []cluster.Spec{{Name: o.ClusterName, Source: cluster.SourceHome, Origin: "--kubeconfig/--context", Config: cfg}}}
 	if o.Clusters != nil {
 		ro = *o.Clusters
 	}
+	return ro
+}
+
+// registry builds the cluster registry, the one way: the sources ro, every cluster's
+// runtime from the server's options, the fleet's ownership when there is one.
+func (s *Server) registry(ro cluster.Options, metrics *dispatch.Metrics) (*cluster.Registry, error) {
+	o := s.opts
 	if ro.Logger == nil {
 		ro.Logger = s.log
 	}
-	ro.PerCluster = s.perCluster
+	if o.ProbeInterval > 0 {
+		ro.ProbeInterval = o.ProbeInterval
+	}
+	ro.Directory, ro.Ownership = s.dir, s.fleet.ownership()
+	var err error
+	if ro.Runtime, err = s.runtimeOptions(ro, metrics); err != nil {
+		return nil, err
+	}
 	reg, err := cluster.New(ro)
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
@@ -218,6 +241,9 @@ func (s *Server) registry(cfg *rest.Config) (*cluster.Registry, error) {
 // subscription's.
 func (s *Server) readiness() (bool, string) {
 	ok, detail := s.reg.Readiness()
+	if s.fleet != nil {
+		detail += s.fleet.m.Summary() + "\n"
+	}
 	if s.sub != nil {
 		sok, sdetail := s.sub.Health()
 		ok = ok && sok
@@ -320,6 +346,9 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	if s.prof != nil {
 		g.Go(func() error { return s.prof.Run(gctx) })
+	}
+	for _, run := range s.fleet.parts() {
+		g.Go(func() error { return run(gctx) })
 	}
 	if s.sub != nil {
 		g.Go(func() error {

@@ -60,6 +60,12 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- $ns }}
 {{- end }}
 
+{{/* "true" when the replicas share the clusters (serve --fleet): fleet.enabled true, or "auto" with more than one replica. */}}
+{{- define "cma.fleet" -}}
+{{- $e := .Values.fleet.enabled }}
+{{- if or (eq (toString $e) "true") (and (eq (toString $e) "auto") (gt (int .Values.replicaCount) 1)) }}true{{ end }}
+{{- end }}
+
 {{/* "true" when leader election is on: leaderElection.enabled true, or "auto" with more than one replica. */}}
 {{- define "cma.leaderElection" -}}
 {{- $e := .Values.leaderElection.enabled }}
@@ -137,6 +143,14 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if include "cma.leaderElection" . }}
 - "--leader-elect=true"
 - "--leader-elect-namespace={{ .Release.Namespace }}"
+{{- end }}
+{{- if include "cma.fleet" . }}
+- "--fleet=true"
+- "--fleet-namespace={{ .Release.Namespace }}"
+- "--fleet-shards={{ .Values.fleet.shards }}"
+- "--fleet-addr=:{{ .Values.fleet.port }}"
+- "--fleet-advertise=$(POD_IP):{{ .Values.fleet.port }}"
+- "--fleet-identity=$(POD_NAME)"
 {{- end }}
 {{- range .Values.extraArgs }}
 - {{ . | quote }}

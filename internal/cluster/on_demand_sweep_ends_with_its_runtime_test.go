@@ -1,4 +1,4 @@
-package server
+package cluster
 
 import (
 	"context"
@@ -19,20 +19,18 @@ import (
 	dynfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
 	metafake "k8s.io/client-go/metadata/fake"
-	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/configmap-attacher/configmap-attacher/internal/cluster"
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/gc"
 )
 
-// TestOnDemandSweepStopsWhenItsClusterIsRemoved (breaker s7): an `operation: gc` sweep
-// ran on the event's context alone, so a cluster removed (its Argo CD Secret deleted,
-// or replaced with new credentials) in the middle of a sweep went on receiving every
-// remaining delete from the removed registration. The sweep now ends with the
-// cluster's registration too. (A fake clientset: the lifetime is the server's logic,
-// the deletes themselves are proven on the real control plane in internal/gc.)
+// TestOnDemandSweepStopsWhenItsClusterIsRemoved: an `operation: gc` sweep ends with
+// the event's context or with its cluster's runtime, whichever ends first, so that a
+// cluster removed (its Argo CD Secret deleted, or replaced with new credentials) or
+// owned by another replica in the middle of a sweep gets no further delete from it. (A
+// fake clientset: the lifetime is the directory's logic, the deletes themselves are
+// proven on the real control plane in internal/gc.)
 func TestOnDemandSweepStopsWhenItsClusterIsRemoved(t *testing.T) {
 	const ns, orphans = "shop", 20
 	old := metav1.NewTime(time.Now().Add(-48 * time.Hour))
@@ -62,13 +60,12 @@ func TestOnDemandSweepStopsWhenItsClusterIsRemoved(t *testing.T) {
 		Source:  gc.LiveSource{Client: kc, Metadata: mc, Dynamic: dyn},
 		Options: gc.Options{MinAge: time.Hour, Keep: 0}})
 	require.NoError(t, err)
-	reg, err := cluster.New(cluster.Options{Logger: quiet, Clusters: []cluster.Spec{{Name: "member", Source: cluster.SourceKubeconfig,
-		Origin: "test", Config: &rest.Config{Host: "https://127.0.0.1:1"}}}})
-	require.NoError(t, err)
-	ss := &sweepers{reg: reg, by: map[string]liveSweeper{}}
-	ss.set(life, "member", sw)
+	rt := &Runtime{Cluster: Cluster{Spec: Spec{Name: "member"}}, Sweeper: sw, ran: make(chan struct{}), life: life}
+	close(rt.ran)
+	dir := NewDirectory(false)
+	dir.set("member", route{rt: rt})
 
-	_, _, err = ss.Sweep(context.Background(), "member", ns, false)
-	assert.ErrorIs(t, err, core.ErrUnavailable, "a sweep cut short is retried (and then meets the unknown cluster)")
+	_, err = dir.Sweep(context.Background(), "member", ns, false)
+	assert.ErrorIs(t, err, core.ErrUnavailable, "a sweep cut short is retried (and then meets the unknown cluster or its owner)")
 	assert.Equal(t, int64(1), deletes.Load(), "deletes sent to the cluster once it was removed")
 }

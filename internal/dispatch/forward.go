@@ -1,0 +1,105 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/configmap-attacher/configmap-attacher/internal/core"
+	"github.com/configmap-attacher/configmap-attacher/internal/event"
+)
+
+// OwnedElsewhereError is what Clusters answers for a cluster another replica of the
+// fleet owns (docs/design.md, "Fleet"). Owner is that replica's forwarding address, ""
+// when no replica owns it at the moment (a shard between owners). Without a Forwarder
+// it is transient: it wraps core.ErrUnavailable.
+type OwnedElsewhereError struct {
+	Cluster, Owner string
+}
+
+func (e *OwnedElsewhereError) Error() string {
+	if e.Owner == "" {
+		return fmt.Sprintf("cluster %q: no replica owns it at the moment; retry", e.Cluster)
+	}
+	return fmt.Sprintf("cluster %q is owned by the replica at %s", e.Cluster, e.Owner)
+}
+
+// Unwrap makes the error transient (core.ErrUnavailable).
+func (e *OwnedElsewhereError) Unwrap() error { return core.ErrUnavailable }
+
+// Forwarder hands an event to the replica owning its cluster and returns that replica's
+// answer (an unreachable owner is a transient answer). The server's forwarding client
+// implements it.
+type Forwarder interface {
+	Forward(ctx context.Context, owner string, req Request) Answer
+}
+
+// forwardedMetric counts events handed to another replica, by path and the owner's
+// answer: configmap_attacher_events_forwarded_total{path,result}. The owner counts the
+// event in configmap_attacher_events_total, the replica it came in on does not.
+func forwardedMetric(reg prometheus.Registerer) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "configmap_attacher_events_forwarded_total",
+		Help: "Events that came in on a replica not owning their cluster and were answered by the owner, by path and result."},
+		[]string{"path", "result"})
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			return are.ExistingCollector.(*prometheus.CounterVec)
+		}
+	}
+	return c
+}
+
+// forward answers req from the replica owning its cluster: at most one hop (an event
+// that came forwarded and is not owned here either is answered retry-later).
+func (d *Dispatcher) forward(ctx context.Context, req Request, oe *OwnedElsewhereError) (Answer, bool) {
+	if d.forwarder == nil || req.Forwarded || oe.Owner == "" {
+		return Answer{}, false
+	}
+	start := time.Now()
+	ctx, cancel := d.workContext(ctx)
+	defer cancel()
+	a := d.forwarder.Forward(ctx, oe.Owner, req)
+	d.forwarded.WithLabelValues(string(req.Path), string(a.Class)).Inc()
+	d.log.Debug("event forwarded", "path", req.Path, "cluster", oe.Cluster, "owner", oe.Owner, "result", a.Class,
+		"duration", time.Since(start).Round(time.Microsecond))
+	return a, true
+}
+
+// ErrorOf rebuilds an error of class c with message msg (and the field of an invalid
+// input), so that Classify(ErrorOf(c, ...)) == c: the answer of another replica keeps
+// its class on this one.
+func ErrorOf(c Class, msg, field string) error {
+	if c == ClassOK {
+		return nil
+	}
+	if c == ClassInvalid && field != "" {
+		return &remoteError{msg: msg, cause: &core.FieldError{Field: field, Msg: msg}}
+	}
+	return &remoteError{msg: msg, cause: classCause[c]}
+}
+
+var classCause = map[Class]error{ClassIgnored: event.ErrNotAdd, ClassBusy: ErrBusy, ClassShuttingDown: ErrShuttingDown,
+	ClassDeadline: context.DeadlineExceeded, ClassCanceled: context.Canceled, ClassInvalid: core.ErrInvalid,
+	ClassRefused: core.ErrRefused, ClassPermanent: core.ErrPermanent, ClassUnavailable: core.ErrUnavailable,
+	ClassUnsupported: ErrUnsupported, ClassUnauthenticated: ErrUnauthenticated}
+
+type remoteError struct {
+	msg   string
+	cause error // nil for ClassFailed
+}
+
+func (e *remoteError) Error() string { return e.msg }
+func (e *remoteError) Unwrap() error { return e.cause }
+
+// AnswerOf builds the Answer of another replica from its class, error text, invalid
+// field and response.
+func AnswerOf(c Class, errText, field string, resp Response) Answer {
+	if errText == "" {
+		errText = string(c)
+	}
+	return Answer{Class: c, Err: ErrorOf(c, errText, field), Response: resp}
+}

@@ -1,0 +1,304 @@
+package shard
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/component-helpers/apimachinery/lease"
+	"k8s.io/utils/clock"
+)
+
+// Manager holds this replica's share of the fleet's shards. Create it with New, run it
+// with Run; Owns and Owner are safe for concurrent use.
+type Manager struct {
+	o     Options
+	held  held
+	start time.Time
+
+	mu       sync.Mutex
+	leases   map[string]observed // Lease name -> what this replica saw of it
+	electors map[int]*elector
+	runCtx   context.Context
+	kick     chan struct{}
+}
+
+// observed is a Lease as seen here, with the local time its holder or renew time last
+// changed: freshness is judged on this replica's clock alone, as client-go's leader
+// election does, so clock skew between replicas does not matter.
+type observed struct {
+	holder, address, shards string
+	renew                   time.Time
+	duration                time.Duration
+	changed, first          time.Time
+}
+
+func (l observed) fresh(now time.Time) bool {
+	return l.holder != "" && now.Before(l.changed.Add(l.duration))
+}
+
+type elector struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// New validates o and returns a Manager.
+func New(o Options) (*Manager, error) {
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	o.Logger = o.Logger.With("component", "fleet", "identity", o.Identity)
+	return &Manager{o: o, held: held{by: map[int]bool{}}, leases: map[string]observed{}, electors: map[int]*elector{},
+		kick: make(chan struct{}, 1)}, nil
+}
+
+// Identity returns this replica's identity; Shards the number of shards.
+func (m *Manager) Identity() string { return m.o.Identity }
+func (m *Manager) Shards() int      { return m.o.Shards }
+
+// Owns reports whether this replica holds the shard of cluster name (pin: its Argo CD
+// Secret's `shard` field, -1 for none).
+func (m *Manager) Owns(name string, pin int) bool { return m.held.has(Of(name, pin, m.o.Shards)) }
+
+// Owner returns the forwarding address of the replica holding the shard of cluster
+// name, "" when no replica holds it (fresh) at the moment.
+func (m *Manager) Owner(name string, pin int) string {
+	i := Of(name, pin, m.o.Shards)
+	if m.held.has(i) {
+		return m.o.Address
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := time.Now()
+	l, ok := m.leases[m.o.shardLease(i)]
+	if !ok || !l.fresh(now) {
+		return ""
+	}
+	mem, ok := m.leases[m.o.Fleet+"-member-"+l.holder]
+	if !ok || !mem.fresh(now) {
+		return ""
+	}
+	return mem.address
+}
+
+// Run watches the fleet's Leases, heartbeats this replica's member Lease and holds its
+// share of the shards until ctx ends; then it stops its clusters, releases its shards
+// and deletes its member Lease, so that the others take over at once.
+func (m *Manager) Run(ctx context.Context) error {
+	m.start = time.Now()
+	m.mu.Lock()
+	m.runCtx = ctx
+	m.mu.Unlock()
+	f := informers.NewSharedInformerFactoryWithOptions(m.o.Client, 0, informers.WithNamespace(m.o.Namespace),
+		informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = LabelFleet + "=" + m.o.Fleet }))
+	inf := f.Coordination().V1().Leases().Informer()
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: m.observe, UpdateFunc: func(_, obj any) { m.observe(obj) }, DeleteFunc: m.forget,
+	}); err != nil {
+		return fmt.Errorf("shard: lease handler: %w", err)
+	}
+	f.Start(ctx.Done())
+	defer f.Shutdown()
+	if !toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		return nil
+	}
+	hb := lease.NewController(clock.RealClock{}, m.o.Client, m.o.Identity, int32(m.o.LeaseDuration/time.Second), nil,
+		m.o.RetryPeriod, m.o.memberLease(), m.o.Namespace, m.annotate)
+	hbCtx, stopHB := context.WithCancel(context.WithoutCancel(ctx))
+	hbDone := make(chan struct{})
+	go func() { defer close(hbDone); hb.Run(hbCtx) }()
+	m.o.Logger.Info("fleet member", "shards", m.o.Shards, "address", m.o.Address, "namespace", m.o.Namespace)
+	m.loop(ctx)
+	m.stopAll()
+	stopHB()
+	<-hbDone
+	m.leave()
+	return nil
+}
+
+// loop reconciles every RetryPeriod and whenever a Lease changes.
+func (m *Manager) loop(ctx context.Context) {
+	t := time.NewTicker(m.o.RetryPeriod)
+	defer t.Stop()
+	for {
+		m.reconcile()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-m.kick:
+		}
+	}
+}
+
+// annotate labels the member Lease and says where this replica is reached and which
+// shards it holds (read by the others' Owner and the fleet metrics).
+func (m *Manager) annotate(l *coordinationv1.Lease) error {
+	if l.Labels == nil {
+		l.Labels = map[string]string{}
+	}
+	l.Labels[LabelFleet], l.Labels[LabelRole] = m.o.Fleet, roleMember
+	if l.Annotations == nil {
+		l.Annotations = map[string]string{}
+	}
+	shards := m.held.list()
+	sort.Ints(shards)
+	parts := make([]string, len(shards))
+	for k, i := range shards {
+		parts[k] = strconv.Itoa(i)
+	}
+	l.Annotations[AnnotationAddress], l.Annotations[AnnotationShards] = m.o.Address, strings.Join(parts, ",")
+	return nil
+}
+
+func (m *Manager) observe(obj any) {
+	l, ok := obj.(*coordinationv1.Lease)
+	if !ok {
+		return
+	}
+	now := time.Now()
+	n := observed{address: l.Annotations[AnnotationAddress], shards: l.Annotations[AnnotationShards], changed: now, first: now}
+	if l.Spec.HolderIdentity != nil {
+		n.holder = *l.Spec.HolderIdentity
+	}
+	if l.Spec.RenewTime != nil {
+		n.renew = l.Spec.RenewTime.Time
+	}
+	if l.Spec.LeaseDurationSeconds != nil {
+		n.duration = time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
+	}
+	m.mu.Lock()
+	if old, ok := m.leases[l.Name]; ok {
+		n.first = old.first
+		if old.holder == n.holder && old.renew.Equal(n.renew) {
+			n.changed = old.changed
+		}
+	}
+	m.leases[l.Name] = n
+	m.mu.Unlock()
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (m *Manager) forget(obj any) {
+	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if l, ok := obj.(*coordinationv1.Lease); ok {
+		m.mu.Lock()
+		delete(m.leases, l.Name)
+		m.mu.Unlock()
+		select {
+		case m.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// members returns the identities of the live members (this replica always among them)
+// and when each was first seen.
+func (m *Manager) members(now time.Time) ([]string, map[string]time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	prefix := m.o.Fleet + "-member-"
+	first := map[string]time.Time{m.o.Identity: m.start}
+	for name, l := range m.leases {
+		if id, ok := strings.CutPrefix(name, prefix); ok && l.fresh(now) && l.holder == id {
+			first[id] = l.first
+		}
+	}
+	ids := make([]string, 0, len(first))
+	for id := range first {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids, first
+}
+
+func (m *Manager) shardLease(i int) (observed, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, ok := m.leases[m.o.shardLease(i)]
+	return l, ok
+}
+
+// reconcile decides, shard by shard, whether this replica contends, keeps or releases.
+func (m *Manager) reconcile() {
+	now := time.Now()
+	ids, first := m.members(now)
+	for i := 0; i < m.o.Shards; i++ {
+		top := ranked(i, ids, 2)
+		l, seen := m.shardLease(i)
+		mine := slices.Contains(top, m.o.Identity)
+		expired := m.expiredFor(l, seen, now) >= m.o.Grace
+		settled := len(top) > 0 && now.Sub(first[top[0]]) >= 2*m.o.RetryPeriod
+		m.mu.Lock()
+		e := m.electors[i]
+		if e != nil && isDone(e.done) {
+			delete(m.electors, i)
+			e = nil
+		}
+		m.mu.Unlock()
+		switch {
+		case m.held.has(i) && top[0] != m.o.Identity && settled:
+			m.release(i, top[0])
+		case e == nil && (mine || expired):
+			m.contend(i)
+		case e != nil && !mine && !expired && !m.held.has(i):
+			m.stopElector(i)
+		}
+	}
+}
+
+// expiredFor is how long shard Lease l has been without a fresh holder (since this
+// replica started, for a Lease it never saw).
+func (m *Manager) expiredFor(l observed, seen bool, now time.Time) time.Duration {
+	switch {
+	case !seen:
+		return now.Sub(m.start)
+	case l.fresh(now):
+		return 0
+	case l.holder == "":
+		return now.Sub(l.changed)
+	}
+	return now.Sub(l.changed.Add(l.duration))
+}
+
+func isDone(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// Notify implements cluster.Ownership: fn is called whenever the shards held here
+// change; call it before Run.
+func (m *Manager) Notify(fn func(ctx context.Context)) {
+	prev := m.o.OnChange
+	m.o.OnChange = func(ctx context.Context) { prev(ctx); fn(ctx) }
+}
+
+// SetClusters sets the source of the registered clusters for the fleet metrics; call
+// it before Run.
+func (m *Manager) SetClusters(fn func() map[string]int) { m.o.Clusters = fn }
+
+// Summary is one line for /readyz: this replica, the live members, the shards it holds.
+func (m *Manager) Summary() string {
+	ids, _ := m.members(time.Now())
+	held := m.held.list()
+	sort.Ints(held)
+	return fmt.Sprintf("fleet %s: %d members, holds shards %v of %d", m.o.Identity, len(ids), held, m.o.Shards)
+}
