@@ -34,9 +34,9 @@ tools-helm: ## build only bin/helm, the pinned Helm the deploy docs use (make ru
 tools-monitoring: ## build bin/promtool and bin/dashboard-lint (not in make tools: promtool compiles every Prometheus service discovery, over 80 min on 2 loaded cores)
 	@hack/tools/build.sh promtool dashboard-lint
 
-test-eso: tools-controlplane ## run the External Secrets scenarios (internal/externalsecrets) on the real ESO; builds it first (long: not in make test)
+test-eso: tools-controlplane ## run the External Secrets scenarios (internal/testenv/externalsecrets) on the real ESO; builds it first (long: not in make test)
 	@hack/tools/build.sh external-secrets
-	CONFIGMAP_ATTACHER_ESO=1 $(GO) test $(TEST_FLAGS) ./internal/externalsecrets/
+	CONFIGMAP_ATTACHER_ESO=1 $(GO) test $(TEST_FLAGS) ./internal/testenv/externalsecrets/
 
 test-monitoring: tools-monitoring ## the chart's alerts under promtool test rules and its dashboard under dashboard-lint (make test skips them without the tools)
 	cd deploy/test && GOFLAGS=-mod=mod $(GO) test -count=1 -short -run 'TestPrometheusRuleAlerts|TestGrafanaDashboard' -v .
@@ -49,7 +49,7 @@ test: tools lint ## run every test on the real local control plane (builds the t
 # The Argo Rollouts scenarios on the other proven Rollouts version (make test runs v1.8,
 # hack/tools/rollouts; docs/reliability.md records this run). v1.10's controller needs Go
 # 1.27 for its build alone (hack/tools/rollouts-1.10).
-ROLLOUTS_PACKAGES ?= ./internal/acceptance/...
+ROLLOUTS_PACKAGES ?= ./internal/e2e/acceptance/...
 
 .PHONY: test-rollouts-1.10
 
@@ -63,7 +63,7 @@ unit: ## fast unit tests only (no control plane)
 
 lint: ## go vet + gofmt check
 	$(GO) vet ./...
-	$(GO) vet -tags flux ./internal/flux/
+	$(GO) vet -tags flux ./internal/testenv/flux/
 	cd deploy/test && GOFLAGS=-mod=mod $(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
@@ -81,7 +81,7 @@ clean: ## remove bin/
 
 test-flux: ## the Flux proof: the real source-controller and kustomize-controller (built first: about 25 min cold) with Argo Rollouts on the local control plane
 	@hack/tools/build.sh etcd kube-apiserver kube-controller-manager kube-scheduler kwok rollouts-controller source-controller kustomize-controller
-	$(GO) test -tags flux $(TEST_FLAGS) ./internal/flux/
+	$(GO) test -tags flux $(TEST_FLAGS) ./internal/testenv/flux/
 
 # --- deploy (deploy/README.md) ---
 IMAGE ?= configmap-attacher:$(VERSION)
@@ -133,7 +133,7 @@ bench: tools build ## run the benchmarks on the local control plane; one table, 
 
 # --- fuzzing (docs/reliability.md) ---
 # package:target pairs; -short keeps each package's TestMain from starting a control plane.
-FUZZ_TARGETS := ./internal/event:FuzzDecode ./trigger:FuzzParseSpec ./trigger:FuzzHTTPEvent ./internal/eventbus:FuzzMessage ./internal/cluster:FuzzSpecFromSecret
+FUZZ_TARGETS := ./internal/event:FuzzDecode ./trigger:FuzzParseSpec ./trigger:FuzzHTTPEvent ./internal/ingress/eventbus:FuzzMessage ./internal/cluster:FuzzSpecFromSecret
 # A count, not a duration: with a duration, Go 1.26's fuzz coordinator can report its own
 # deadline as a failure under CPU contention (golang/go#75804, fixed in Go 1.27).
 FUZZ_SHORT ?= 5000x

@@ -14,10 +14,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/configmap-attacher/configmap-attacher/eventsource"
-	"github.com/configmap-attacher/configmap-attacher/internal/controlplane"
 	"github.com/configmap-attacher/configmap-attacher/internal/event"
-	"github.com/configmap-attacher/configmap-attacher/internal/natsserver"
-	"github.com/configmap-attacher/configmap-attacher/internal/testfix"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/natsserver"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
 
 var sharedCP *controlplane.ControlPlane

@@ -10,7 +10,7 @@ import (
 	"syscall"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/cli"
-	_ "github.com/configmap-attacher/configmap-attacher/internal/devcli"
+	_ "github.com/configmap-attacher/configmap-attacher/internal/dev/devcli"
 )
 
 func main() {

@@ -19,7 +19,7 @@ import (
 
 	"helm.sh/helm/v3/pkg/chartutil"
 
-	"github.com/configmap-attacher/configmap-attacher/internal/controlplane"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
 )
 
 // manifestSet is one thing users apply: a chart rendering, a kustomize build, a file.

@@ -18,11 +18,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/configmap-attacher/configmap-attacher/internal/controlplane"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
 )
 
 // kustomizeCLI runs the repository's own kustomize binary (make tools: bin/kustomize,
-// the one Argo CD's repo-server runs in internal/argocd) on dir: kustomize build DIR.
+// the one Argo CD's repo-server runs in internal/testenv/argocd) on dir: kustomize build DIR.
 func kustomizeCLI(t *testing.T, build string) []*unstructured.Unstructured {
 	t.Helper()
 	dir := cmp.Or(os.Getenv("CONFIGMAP_ATTACHER_BIN_DIR"), filepath.Join(repoRoot(t), "bin")) // as the control plane's binaries

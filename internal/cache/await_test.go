@@ -18,7 +18,7 @@ import (
 
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/kube"
-	"github.com/configmap-attacher/configmap-attacher/internal/testfix"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
 
 // Unit tests of AwaitReplicaSet with fake clients: the wait ends the moment the

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 
-	"github.com/configmap-attacher/configmap-attacher/internal/bench/fixture"
+	"github.com/configmap-attacher/configmap-attacher/internal/dev/bench/fixture"
 )
 
 // TestMemoryPerStoredObject is an experiment, not a check (run it with

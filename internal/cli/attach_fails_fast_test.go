@@ -18,9 +18,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/cli"
-	"github.com/configmap-attacher/configmap-attacher/internal/controlplane"
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
-	"github.com/configmap-attacher/configmap-attacher/internal/testfix"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
 
 // createRolloutWithoutStatus creates Rollout name, on a template mounting configMap,
@@ -43,7 +43,7 @@ func createRolloutWithoutStatus(t *testing.T, cp *controlplane.ControlPlane, ns,
 // and the status its controller writes once it has observed the spec: the state of a
 // Rollout that nothing is changing. This package's control plane runs no Rollouts
 // controller, so the test writes what that controller writes (the canary proofs run it:
-// internal/acceptance).
+// internal/e2e/acceptance).
 func rolloutAtRest(t *testing.T, cp *controlplane.ControlPlane, ns, name, configMap string) *appsv1.ReplicaSet {
 	t.Helper()
 	ctx := context.Background()

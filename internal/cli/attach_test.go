@@ -20,8 +20,8 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/cli"
-	"github.com/configmap-attacher/configmap-attacher/internal/controlplane"
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
 )
 
 var sharedCP *controlplane.ControlPlane

@@ -23,10 +23,10 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/cli"
-	"github.com/configmap-attacher/configmap-attacher/internal/controlplane"
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/gc"
-	"github.com/configmap-attacher/configmap-attacher/internal/testfix"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
 
 // dayOneCase is one row of a first-hour friction: the command, its exit code, and

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/configmap-attacher/configmap-attacher/internal/eventbus"
+	"github.com/configmap-attacher/configmap-attacher/internal/ingress/eventbus"
 )
 
 // EventBusFlags are the EventBus connection flags shared by serve and eventsource.

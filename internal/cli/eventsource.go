@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/configmap-attacher/configmap-attacher/eventsource"
-	"github.com/configmap-attacher/configmap-attacher/internal/eventbus"
+	"github.com/configmap-attacher/configmap-attacher/internal/ingress/eventbus"
 	"github.com/configmap-attacher/configmap-attacher/internal/kube"
 )
 

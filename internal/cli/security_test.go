@@ -17,9 +17,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/cli"
-	"github.com/configmap-attacher/configmap-attacher/internal/controlplane"
-	"github.com/configmap-attacher/configmap-attacher/internal/natsserver"
-	"github.com/configmap-attacher/configmap-attacher/internal/testfix"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/natsserver"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
 
 // TestServeKeepsCredentialsOutOfLogs runs `serve` at debug level with an HTTP token and

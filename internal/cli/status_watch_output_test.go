@@ -19,9 +19,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/cli"
-	"github.com/configmap-attacher/configmap-attacher/internal/controlplane"
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
-	"github.com/configmap-attacher/configmap-attacher/internal/testfix"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
 
 // TestStatusWatchStructuredOutputStaysParseable (breaker s7): -o json and -o yaml print

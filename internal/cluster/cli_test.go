@@ -21,8 +21,8 @@ import (
 
 	"github.com/configmap-attacher/configmap-attacher/internal/cli"
 	"github.com/configmap-attacher/configmap-attacher/internal/cluster"
-	"github.com/configmap-attacher/configmap-attacher/internal/controlplane"
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
 )
 
 func run(t *testing.T, args ...string) (code int, stdout, stderr string) {

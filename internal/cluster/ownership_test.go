@@ -13,7 +13,7 @@ import (
 
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/dispatch"
-	"github.com/configmap-attacher/configmap-attacher/internal/testfix"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
 
 // fakeOwnership owns the clusters in owned; the others are owned at "10.0.0.9:9443".

@@ -15,8 +15,8 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/internal/cache"
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/gc"
+	"github.com/configmap-attacher/configmap-attacher/internal/ingress/watch"
 	"github.com/configmap-attacher/configmap-attacher/internal/kube"
-	"github.com/configmap-attacher/configmap-attacher/internal/watch"
 )
 
 // RuntimeOptions are what every cluster's Runtime is built from: one struct for the

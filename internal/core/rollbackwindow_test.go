@@ -14,8 +14,8 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/cache"
-	"github.com/configmap-attacher/configmap-attacher/internal/controlplane"
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
 )
 
 func rolloutSpec(spec map[string]any) *unstructured.Unstructured {

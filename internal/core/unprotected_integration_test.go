@@ -16,7 +16,7 @@ import (
 
 // appOptions is an ApplicationReader answering from a map ("namespace/name" -> options),
 // the optional read of the Argo CD Application (the real one is kube.Applications,
-// exercised against the real Argo CD in internal/argocd).
+// exercised against the real Argo CD in internal/testenv/argocd).
 type appOptions map[string][]string
 
 func (a appOptions) SyncOptions(_ context.Context, ns, name string) ([]string, error) {

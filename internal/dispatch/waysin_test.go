@@ -34,15 +34,15 @@ import (
 	fcache "k8s.io/client-go/tools/cache/testing"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/cluster"
-	"github.com/configmap-attacher/configmap-attacher/internal/controlplane"
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/dispatch"
 	"github.com/configmap-attacher/configmap-attacher/internal/event"
-	"github.com/configmap-attacher/configmap-attacher/internal/eventbus"
 	"github.com/configmap-attacher/configmap-attacher/internal/gc"
-	"github.com/configmap-attacher/configmap-attacher/internal/natsserver"
-	"github.com/configmap-attacher/configmap-attacher/internal/testfix"
-	"github.com/configmap-attacher/configmap-attacher/internal/watch"
+	"github.com/configmap-attacher/configmap-attacher/internal/ingress/eventbus"
+	"github.com/configmap-attacher/configmap-attacher/internal/ingress/watch"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/natsserver"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 	"github.com/configmap-attacher/configmap-attacher/trigger"
 )
 

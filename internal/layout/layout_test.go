@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"bytes"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -14,15 +15,18 @@ import (
 const module = "github.com/configmap-attacher/configmap-attacher/"
 
 // The ways in: each is a thin adapter over the dispatcher and imports no other.
-var transports = []string{"trigger", "internal/eventbus", "internal/watch"}
+var transports = []string{"trigger", "internal/ingress/eventbus", "internal/ingress/watch"}
 
 // Transport libraries: the core, the sweep and the dispatcher use none of them.
 var transportLibs = []string{"google.golang.org/grpc", "github.com/nats-io/", "net/http", "github.com/cloudevents/sdk-go/v2/protocol"}
 
-// The development harness: never linked into the shipped binary.
-var harness = []string{"internal/controlplane", "internal/natsserver", "internal/argoevents", "internal/argocd", "internal/devenv",
-	"internal/demo", "internal/devcli", "internal/bench", "internal/testfix", "github.com/nats-io/nats-server",
-	"internal/externalsecrets", "internal/flux", "internal/harnessproc"}
+// The harness wings: the local test environment (real components started as processes),
+// the developer's tools (demo, dev CLI, benchmarks) and the end-to-end suites. Never
+// linked into the shipped binary, never imported by a product package.
+var harness = []string{"internal/testenv/", "internal/dev/", "internal/e2e/", "github.com/nats-io/nats-server"}
+
+// Commands of the harness: the only non-harness packages that may import it.
+var harnessCommands = []string{"cmd/configmap-attacher-dev", "bench/cmd/"}
 
 // imports returns every package of the module with its direct imports (tests excluded).
 func imports(t *testing.T) map[string][]string {
@@ -86,6 +90,35 @@ func TestTheShippedBinaryLinksNoHarness(t *testing.T) {
 	for _, dep := range strings.Fields(string(out)) {
 		if p, bad := hasPrefix(dep, harness); bad {
 			t.Errorf("cmd/configmap-attacher links %s (%s): the development harness must stay out of the shipped binary", dep, p)
+		}
+	}
+}
+
+func TestNoProductPackageImportsTheHarness(t *testing.T) {
+	for pkg, imps := range imports(t) {
+		if _, h := hasPrefix(pkg, append(harness, harnessCommands...)); h || pkg == "internal/layout" {
+			continue
+		}
+		for _, imp := range imps {
+			if p, bad := hasPrefix(imp, harness); bad {
+				t.Errorf("product package %s imports %s (%s): the harness serves tests and dev commands only", pkg, imp, p)
+			}
+		}
+	}
+}
+
+// roundNamed matches test files named after a review round or session ("breaker_s5_x",
+// "x_round2_test.go", "s7_x_test.go") instead of the behaviour they prove.
+var roundNamed = regexp.MustCompile(`(?i)(^|_)(s\d+|round\d*|review\d*|breaker)(_|\.|$)`)
+
+func TestTestFilesAreNamedAfterBehaviour(t *testing.T) {
+	out := goList(t, "list", "-f", `{{.Dir}} {{join .TestGoFiles " "}} {{join .XTestGoFiles " "}}`, "./...")
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		for _, name := range f[min(1, len(f)):] {
+			if roundNamed.MatchString(strings.TrimSuffix(name, "_test.go")) {
+				t.Errorf("%s/%s is named after a review round: name it after the behaviour it proves", f[0], name)
+			}
 		}
 	}
 }

@@ -12,10 +12,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/configmap-attacher/configmap-attacher/internal/controlplane"
-	"github.com/configmap-attacher/configmap-attacher/internal/eventbus"
-	"github.com/configmap-attacher/configmap-attacher/internal/natsserver"
+	"github.com/configmap-attacher/configmap-attacher/internal/ingress/eventbus"
 	"github.com/configmap-attacher/configmap-attacher/internal/server"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/natsserver"
 )
 
 // runWithBus starts a server against the control plane with the given EventBus options

@@ -17,10 +17,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/configmap-attacher/configmap-attacher/eventsource"
-	"github.com/configmap-attacher/configmap-attacher/internal/controlplane"
-	"github.com/configmap-attacher/configmap-attacher/internal/eventbus"
-	"github.com/configmap-attacher/configmap-attacher/internal/natsserver"
+	"github.com/configmap-attacher/configmap-attacher/internal/ingress/eventbus"
 	"github.com/configmap-attacher/configmap-attacher/internal/server"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/natsserver"
 )
 
 // TestEventBusDownThenBack: the EventBus (NATS JetStream) is down when serve starts and

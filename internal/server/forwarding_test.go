@@ -10,7 +10,7 @@ import (
 
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/dispatch"
-	"github.com/configmap-attacher/configmap-attacher/internal/testfix"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
 
 type noClusters struct{}

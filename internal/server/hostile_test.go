@@ -25,13 +25,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/configmap-attacher/configmap-attacher/internal/controlplane"
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
-	"github.com/configmap-attacher/configmap-attacher/internal/eventbus"
+	"github.com/configmap-attacher/configmap-attacher/internal/ingress/eventbus"
 	"github.com/configmap-attacher/configmap-attacher/internal/kube"
-	"github.com/configmap-attacher/configmap-attacher/internal/natsserver"
 	"github.com/configmap-attacher/configmap-attacher/internal/server"
-	"github.com/configmap-attacher/configmap-attacher/internal/testfix"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/natsserver"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
 
 // lockedBuffer is a goroutine-safe log sink.

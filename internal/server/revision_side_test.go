@@ -12,13 +12,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/configmap-attacher/configmap-attacher/internal/controlplane"
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
-	"github.com/configmap-attacher/configmap-attacher/internal/eventbus"
+	"github.com/configmap-attacher/configmap-attacher/internal/ingress/eventbus"
 	"github.com/configmap-attacher/configmap-attacher/internal/kube"
-	"github.com/configmap-attacher/configmap-attacher/internal/natsserver"
 	"github.com/configmap-attacher/configmap-attacher/internal/server"
-	"github.com/configmap-attacher/configmap-attacher/internal/testfix"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/natsserver"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
 
 // revisionLag is how long after its ReplicaSet a late revision is created (External

@@ -1,4 +1,4 @@
-// Command bench is `make bench`: it runs internal/bench on a local control plane and
+// Command bench is `make bench`: it runs internal/dev/bench on a local control plane and
 // prints one table (also written as JSON under -results). BENCH_QUICK=1 runs the same
 // scenarios at small sizes. See bench/README.md.
 package main
@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/configmap-attacher/configmap-attacher/internal/bench"
+	"github.com/configmap-attacher/configmap-attacher/internal/dev/bench"
 )
 
 func main() {

@@ -1,0 +1,383 @@
+package faults_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/argoproj/argo-events/pkg/sensors/triggers"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/configmap-attacher/configmap-attacher/eventsource"
+	"github.com/configmap-attacher/configmap-attacher/internal/cluster"
+	"github.com/configmap-attacher/configmap-attacher/internal/event"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
+)
+
+// fleetHub is a fleet of `serve` processes sharing logical clusters: Argo CD cluster
+// Secrets, each naming the local control plane scoped to a namespace of its own.
+type fleetHub struct {
+	kc       kubernetes.Interface
+	secrets  string // namespace of the Argo CD cluster Secrets
+	leases   string // namespace of the fleet's Leases
+	replicas map[string]*service
+	b        *bus
+}
+
+func newFleetHub(t *testing.T, b *bus, prefix string, clusters int) *fleetHub {
+	t.Helper()
+	h := &fleetHub{kc: controlplane.Require(t, cp).Client(), secrets: prefix + "-argocd", leases: prefix + "-leases",
+		replicas: map[string]*service{}, b: b}
+	for _, ns := range []string{h.secrets, h.leases, prefix + "-home"} {
+		newNamespace(t, ns)
+	}
+	for i := range clusters {
+		h.addCluster(t, fmt.Sprintf("%s-c%d", prefix, i))
+	}
+	return h
+}
+
+// addCluster creates namespace name and an Argo CD cluster Secret for cluster name
+// scoped to it. Each Secret reaches the control plane through a loopback proxy of its
+// own: one server URL under two names is refused (duplicate-server, docs/safety.md).
+func (h *fleetHub) addCluster(t *testing.T, name string) {
+	t.Helper()
+	newNamespace(t, name)
+	u, err := url.Parse(cp.ServerURL())
+	require.NoError(t, err)
+	server := "https://" + testfix.NewCutProxy(t, u.Host).Addr()
+	cfg, _ := json.Marshal(map[string]any{"bearerToken": cp.AdminToken(),
+		"tlsClientConfig": map[string]any{"caData": base64.StdEncoding.EncodeToString(cp.CAData())}})
+	_, err = h.kc.CoreV1().Secrets(h.secrets).Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name,
+		Labels: map[string]string{cluster.ArgoCDSecretTypeLabel: cluster.ArgoCDSecretTypeCluster}},
+		StringData: map[string]string{"name": name, "server": server, "config": string(cfg), "namespaces": name}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+}
+
+// start starts replica id of the fleet.
+func (h *fleetHub) start(t *testing.T, id, prefix string) *service {
+	t.Helper()
+	port, err := controlplane.FreePort()
+	require.NoError(t, err)
+	s := startService(t, h.b, "--log-level", "info", "--watch", "--watch-namespace", prefix+"-home",
+		"--argocd-clusters", h.secrets, "--fleet", "--fleet-namespace", h.leases, "--fleet-shards", "8",
+		"--fleet-identity", id, "--fleet-addr", fmt.Sprintf("127.0.0.1:%d", port),
+		"--fleet-lease-duration", "6s", "--fleet-renew-deadline", "4s", "--fleet-retry-period", "1s")
+	h.replicas[id] = s
+	return s
+}
+
+// owners returns, per cluster name of names, the replicas that say they run it.
+func (h *fleetHub) owners(names []string) map[string][]string {
+	out := map[string][]string{}
+	for id, s := range h.replicas {
+		select {
+		case <-s.done:
+			continue
+		default:
+		}
+		for _, c := range names {
+			if v, err := s.metric("configmap_attacher_cluster_owned", map[string]string{"cluster": c}); err == nil && v == 1 {
+				out[c] = append(out[c], id)
+			}
+		}
+	}
+	return out
+}
+
+// exactlyOne is nil once every cluster of names has one owner among the live replicas
+// and none reports a cluster without an owner or with two.
+func (h *fleetHub) exactlyOne(names []string) error {
+	owners := h.owners(names)
+	for _, c := range names {
+		if len(owners[c]) != 1 {
+			return fmt.Errorf("cluster %s owned by %v", c, owners[c])
+		}
+	}
+	for id, s := range h.replicas {
+		select {
+		case <-s.done:
+			continue
+		default:
+		}
+		for _, state := range []string{"unowned", "multiple-owners"} {
+			if v, err := s.metric("configmap_attacher_fleet_clusters", map[string]string{"state": state}); err != nil || v != 0 {
+				return fmt.Errorf("replica %s: fleet_clusters{state=%s} = %v (%v)", id, state, v, err)
+			}
+		}
+	}
+	return nil
+}
+
+// settled waits until every cluster of names has had one owner, and every live replica
+// has seen the others, for three checks in a row a second apart: the start-up hand-over
+// of shards to their preferred replicas is over.
+func (h *fleetHub) settled(t *testing.T, names []string, within time.Duration) {
+	t.Helper()
+	stable := 0
+	controlplane.Eventually(t, within, "ownership settled", func() error {
+		err := h.exactlyOne(names)
+		for id, s := range h.replicas {
+			select {
+			case <-s.done:
+				continue
+			default:
+			}
+			if v, merr := s.metric("configmap_attacher_fleet_members", nil); err == nil && (merr != nil || int(v) != h.live()) {
+				err = fmt.Errorf("replica %s sees %v members, %d live", id, v, h.live())
+			}
+		}
+		if err != nil {
+			stable = 0
+			return err
+		}
+		if stable++; stable < 3 {
+			time.Sleep(time.Second)
+			return fmt.Errorf("stable for %d checks", stable)
+		}
+		return nil
+	})
+}
+
+func (h *fleetHub) live() int {
+	n := 0
+	for _, s := range h.replicas {
+		select {
+		case <-s.done:
+		default:
+			n++
+		}
+	}
+	return n
+}
+
+// notOwner returns a live replica other than the owner of cluster c.
+func (h *fleetHub) notOwner(t *testing.T, c string) *service {
+	t.Helper()
+	owner := h.owners([]string{c})[c]
+	require.Len(t, owner, 1, "cluster %s", c)
+	ids := make([]string, 0, len(h.replicas))
+	for id := range h.replicas {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		select {
+		case <-h.replicas[id].done:
+			continue
+		default:
+		}
+		if id != owner[0] {
+			return h.replicas[id]
+		}
+	}
+	t.Fatalf("no replica but %s is alive", owner[0])
+	return nil
+}
+
+// fleetSet creates ConfigMap cm-NAME and ReplicaSet NAME using it in namespace ns.
+func fleetSet(t *testing.T, kc kubernetes.Interface, ns, name string) *appsv1.ReplicaSet {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, createConfigMap(ctx, kc, ns, "cm-"+name))
+	rs, err := kc.AppsV1().ReplicaSets(ns).Create(ctx, replicaSet(name, "cm-"+name), metav1.CreateOptions{})
+	require.NoError(t, err)
+	return rs
+}
+
+// sendEveryWay sends the ADD of rs (cluster c) to svc over HTTP, gRPC and the EventBus
+// and requires the HTTP and gRPC answers to be OK.
+func sendEveryWay(t *testing.T, b *bus, svc *service, c string, sets [3]*appsv1.ReplicaSet) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, body, err := event.ResourceEvent("replicasets", "replicaset-add", "ADD", sets[0], map[string]string{"cluster": c})
+	require.NoError(t, err)
+	resp, err := http.Post("http://"+svc.httpAddr+"/", "application/cloudevents+json", bytes.NewReader(body))
+	require.NoError(t, err)
+	msg, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "HTTP answer for cluster %s: %s", c, msg)
+
+	conn, err := grpc.NewClient(svc.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	_, body, err = event.ResourceEvent("replicasets", "replicaset-add", "ADD", sets[1], map[string]string{"cluster": c})
+	require.NoError(t, err)
+	_, err = triggers.NewTriggerClient(conn).Execute(ctx, &triggers.ExecuteRequest{Payload: body})
+	require.NoError(t, err, "gRPC answer for cluster %s", c)
+
+	pub := &eventsource.Publisher{JS: b.js, EventSourceName: "replicasets", EventName: "replicaset-add", Metadata: map[string]string{"cluster": c}}
+	require.NoError(t, pub.Publish(ctx, "ADD", sets[2]))
+}
+
+// attachedIn is nil once every ReplicaSet of sets owns its ConfigMap.
+func attachedIn(kc kubernetes.Interface, sets []*appsv1.ReplicaSet) error {
+	for _, rs := range sets {
+		cm, err := kc.CoreV1().ConfigMaps(rs.Namespace).Get(context.Background(), "cm-"+rs.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		found := false
+		for _, o := range cm.OwnerReferences {
+			found = found || o.UID == rs.UID
+		}
+		if !found {
+			return fmt.Errorf("%s/%s not attached", rs.Namespace, rs.Name)
+		}
+	}
+	return nil
+}
+
+// TestAFleetOwnsEveryClusterOnceAndAnswersFromAnyReplica: three real `serve` processes
+// share 13 clusters (the home cluster and 12 Argo CD cluster Secrets scoped to a
+// namespace each) on shard Leases. Every cluster has exactly one owner; an event sent
+// over HTTP, gRPC and the EventBus to a replica that does not own its cluster is
+// answered OK (forwarded) and attached once; the replica owning the most clusters is
+// SIGKILLed and its clusters are owned again within 30 s, the ReplicaSets created
+// meanwhile attached; a cluster added is owned and one removed is dropped within 30 s;
+// nothing is deleted.
+func TestAFleetOwnsEveryClusterOnceAndAnswersFromAnyReplica(t *testing.T) {
+	const n = 12
+	fleetRuns++
+	prefix := fmt.Sprintf("fleet%d", fleetRuns) // -count=N runs on one control plane
+	b := newBus(t)
+	h := newFleetHub(t, b, prefix, n)
+	names := []string{"in-cluster"}
+	for i := range n {
+		names = append(names, fmt.Sprintf("%s-c%d", prefix, i))
+	}
+	for _, id := range []string{"r-a", "r-b", "r-c"} {
+		h.start(t, id, prefix)
+	}
+	h.settled(t, names, 120*time.Second)
+	rate := leaseRate(t, 10*time.Second)
+	t.Logf("Lease requests with 3 replicas, 8 shards, %d clusters: %.1f/s (the control plane's own included)", len(names), rate)
+	assert.Less(t, rate, 50.0, "Lease requests per second")
+	watches := map[string]*ownerWatch{}
+	var all []*appsv1.ReplicaSet
+	for _, c := range names[1:] {
+		watches[c] = watchOwners(t, h.kc, c)
+		sets := [3]*appsv1.ReplicaSet{fleetSet(t, h.kc, c, "rs-http"), fleetSet(t, h.kc, c, "rs-grpc"), fleetSet(t, h.kc, c, "rs-bus")}
+		sendEveryWay(t, b, h.notOwner(t, c), c, sets)
+		all = append(all, sets[:]...)
+	}
+	controlplane.Eventually(t, 90*time.Second, "every ReplicaSet attached, the stream acked", func() error {
+		if err := attachedIn(h.kc, all); err != nil {
+			return err
+		}
+		return b.idle()
+	})
+	var forwarded float64
+	for _, s := range h.replicas {
+		v, err := s.metric("configmap_attacher_events_forwarded_total", map[string]string{"result": "ok"})
+		require.NoError(t, err)
+		forwarded += v
+	}
+	assert.GreaterOrEqual(t, forwarded, float64(2*n), "HTTP and gRPC events answered by their cluster's owner")
+	for c, w := range watches {
+		_, twice, _ := w.summary()
+		assert.Zero(t, twice, "cluster %s: ConfigMaps written twice: %v", c, w.twiceWritten())
+	}
+
+	victim, victimClusters := h.busiest(names)
+	h.replicas[victim].kill()
+	killed := time.Now()
+	var late []*appsv1.ReplicaSet
+	for _, c := range victimClusters {
+		if c != "in-cluster" {
+			late = append(late, fleetSet(t, h.kc, c, "rs-late"))
+		}
+	}
+	controlplane.Eventually(t, 30*time.Second, "the killed replica's clusters owned again", func() error { return h.exactlyOne(names) })
+	t.Logf("SIGKILLed %s (owner of %d clusters): owned again after %s", victim, len(victimClusters), time.Since(killed).Round(100*time.Millisecond))
+	controlplane.Eventually(t, 60*time.Second, "the ReplicaSets created meanwhile attached", func() error { return attachedIn(h.kc, late) })
+	t.Logf("%d ReplicaSets created meanwhile attached after %s", len(late), time.Since(killed).Round(100*time.Millisecond))
+
+	added := prefix + "-cnew"
+	h.addCluster(t, added)
+	names = append(names, added)
+	controlplane.Eventually(t, 30*time.Second, "an added cluster owned", func() error { return h.exactlyOne(names) })
+	removed := names[1]
+	require.NoError(t, h.kc.CoreV1().Secrets(h.secrets).Delete(context.Background(), removed, metav1.DeleteOptions{}))
+	controlplane.Eventually(t, 30*time.Second, "a removed cluster dropped", func() error {
+		if o := h.owners([]string{removed})[removed]; len(o) > 0 {
+			return fmt.Errorf("still run by %v", o)
+		}
+		return nil
+	})
+	h.joins(t, slices.DeleteFunc(slices.Clone(names), func(c string) bool { return c == removed }), "r-d", prefix)
+	for c, w := range watches {
+		assert.Zero(t, w.deletions(), "cluster %s: ConfigMaps deleted", c)
+	}
+}
+
+// joins starts replica id and requires that the clusters that move go to it alone.
+func (h *fleetHub) joins(t *testing.T, names []string, id, prefix string) {
+	t.Helper()
+	before := h.owners(names)
+	h.start(t, id, prefix)
+	h.settled(t, names, 90*time.Second)
+	after := h.owners(names)
+	moved := 0
+	for _, c := range names {
+		if before[c][0] != after[c][0] {
+			moved++
+			assert.Equal(t, id, after[c][0], "cluster %s moved from %s to another replica than the one that joined", c, before[c][0])
+		}
+	}
+	t.Logf("replica %s joined %d: %d of %d clusters moved to it", id, h.live()-1, moved, len(names))
+}
+
+// leaseRate measures the Lease requests per second the apiserver serves over d.
+func leaseRate(t *testing.T, d time.Duration) float64 {
+	t.Helper()
+	api := newAPIRequests(t)
+	count := func() int {
+		n := 0
+		for _, verb := range []string{"GET", "LIST", "WATCH", "POST", "PUT", "PATCH", "DELETE"} {
+			n += api.count(t, verb, "leases", "")
+		}
+		return n
+	}
+	before, start := count(), time.Now()
+	time.Sleep(d)
+	return float64(count()-before) / time.Since(start).Seconds()
+}
+
+// fleetRuns numbers the runs of the fleet test in this process.
+var fleetRuns int
+
+// busiest returns the live replica owning the most clusters of names, and those.
+func (h *fleetHub) busiest(names []string) (string, []string) {
+	by := map[string][]string{}
+	for c, ids := range h.owners(names) {
+		for _, id := range ids {
+			by[id] = append(by[id], c)
+		}
+	}
+	best := ""
+	for id, cs := range by {
+		if best == "" || len(cs) > len(by[best]) || (len(cs) == len(by[best]) && id < best) {
+			best = id
+		}
+	}
+	return best, by[best]
+}

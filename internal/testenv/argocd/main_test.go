@@ -1,0 +1,119 @@
+package argocd_test
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/argocd"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
+)
+
+// The package's one control plane (with its workloads) and one Argo CD, shared by every
+// scenario; each scenario has its own namespace, Git repository and Application.
+var (
+	cp  *controlplane.ControlPlane
+	acd *argocd.ArgoCD
+)
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	flag.Parse()
+	if testing.Short() {
+		return m.Run()
+	}
+	start := time.Now()
+	logf := func(f string, a ...any) {
+		if testing.Verbose() {
+			fmt.Fprintf(os.Stderr, f+"\n", a...)
+		}
+	}
+	c, a, stop, err := startAll(logf)
+	if err != nil {
+		if errors.Is(err, controlplane.ErrMissingBinaries) || errors.Is(err, argocd.ErrMissingBinaries) {
+			fmt.Fprintln(os.Stderr, "FAIL: binaries missing: run `make tools` (make test does it for you)")
+		}
+		fmt.Fprintln(os.Stderr, "FAIL: starting the control plane and Argo CD:", err)
+		return 1
+	}
+	defer stop()
+	cp, acd = c, a
+	code := m.Run()
+	printFigures(time.Since(start))
+	return code
+}
+
+// startAll starts the control plane with its workloads, then Argo CD on it.
+func startAll(logf func(string, ...any)) (*controlplane.ControlPlane, *argocd.ArgoCD, func(), error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c, err := controlplane.Start(ctx, controlplane.Options{Name: "argocd", Workloads: true, Logf: logf})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	dir, err := os.MkdirTemp("", "cma-argocd-")
+	if err != nil {
+		_ = c.Stop()
+		return nil, nil, nil, err
+	}
+	root, err := controlplane.RepoRoot()
+	if err == nil {
+		var a *argocd.ArgoCD
+		a, err = argocd.Start(ctx, argocd.Options{Kubeconfig: c.Kubeconfig(), RESTConfig: c.RESTConfig(),
+			BinDir: c.BinDir(), Dir: dir, Root: root, Logf: logf})
+		if err == nil {
+			return c, a, func() { a.Stop(); _ = c.Stop(); _ = os.RemoveAll(dir) }, nil
+		}
+	}
+	_ = c.Stop()
+	_ = os.RemoveAll(dir)
+	return nil, nil, nil, err
+}
+
+// figures are measurements the scenarios report (name -> value), printed after the run
+// with each scenario's duration, for the README's Argo CD section.
+var figures struct {
+	sync.Mutex
+	by map[string]string
+}
+
+func report(name, format string, args ...any) {
+	figures.Lock()
+	defer figures.Unlock()
+	if figures.by == nil {
+		figures.by = map[string]string{}
+	}
+	figures.by[name] = fmt.Sprintf(format, args...)
+}
+
+// timed records t's duration when it ends.
+func timed(t *testing.T) {
+	start := time.Now()
+	t.Cleanup(func() { report(t.Name()+" duration", "%.1fs", time.Since(start).Seconds()) })
+}
+
+func printFigures(total time.Duration) {
+	figures.Lock()
+	defer figures.Unlock()
+	names := make([]string, 0, len(figures.by))
+	for n := range figures.by {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	fmt.Println("argocd: figures")
+	for _, n := range names {
+		fmt.Printf("  %-90s %s\n", n, figures.by[n])
+	}
+	fmt.Printf("argocd: package total %.1fs (control plane and Argo CD start included)\n", total.Seconds())
+}
+
+const ms = time.Millisecond
+
+func itoa(i int) string { return fmt.Sprint(i) }

@@ -1,0 +1,96 @@
+package argocd_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/configmap-attacher/configmap-attacher/internal/server"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/argocd"
+)
+
+// TestACommitRightAfterTheReplicaSetDoesNotPruneItsRevision measures the window before
+// the attach against how soon Argo CD can prune: the moment the ReplicaSet of a new
+// revision appears, the next commit (which drops that revision from Git) is pushed and
+// Argo CD refreshed. The sync of that commit prunes with prune=true, and the revision
+// must survive it, owned by its ReplicaSet. The figures (ReplicaSet created -> revision
+// owned, ReplicaSet created -> the pruning sync started) are reported.
+func TestACommitRightAfterTheReplicaSetDoesNotPruneItsRevision(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		serve func(*world)
+	}{
+		{"watcher", func(w *world) { w.ServeWatcher() }},
+		{"argo-events-grpc", func(w *world) { w.ServeArgoSensor(server.Options{}, nil) }},
+		{"eventbus", func(w *world) { w.ServeArgoEventBus() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t, "window-"+tc.name)
+			tc.serve(w)
+			commitRightAfterTheReplicaSet(w)
+		})
+	}
+}
+
+func commitRightAfterTheReplicaSet(w *world) {
+	t := w.T
+	sha := w.commit("config version 1", webFiles("web", 1))
+	w.createApp(argocd.App{Path: "web"})
+	w.waitHealthy(sha)
+	_, rs1 := w.current("web")
+
+	w.commit("config version 2", webFiles("web", 2))
+	rs2 := w.newReplicaSet(rs1)
+	sha3 := w.commit("config version 3", webFiles("web", 3))
+	committed := time.Now()
+	var syncStart, syncSeen time.Time
+	w.Eventually("the sync of commit 3 started", func() error {
+		st, err := w.status()
+		if err != nil {
+			return err
+		}
+		if st.OpRevision != sha3 {
+			return fmt.Errorf("last operation at %.8s", st.OpRevision)
+		}
+		syncStart, syncSeen = st.OpStarted, time.Now()
+		return nil
+	})
+	st := w.waitHealthy(sha3)
+	for _, p := range st.Pruned {
+		if strings.HasPrefix(p, "ConfigMap/") {
+			t.Fatalf("the sync of commit 3 pruned %s", p)
+		}
+	}
+	r2 := rs2.Spec.Template.Spec.Volumes[0].ConfigMap.Name
+	w.mustBeOwned(r2, rs2)
+	rsCreated, _ := w.rec.at("ReplicaSet", rs2.Name)
+	_, owned := w.rec.at("ConfigMap", r2)
+	report(t.Name()+": ReplicaSet created -> revision owned", "%s", owned.Sub(rsCreated).Round(ms))
+	report(t.Name()+": ReplicaSet created -> pruning sync seen", "%s (commit pushed after %s; operation startedAt %s after it, second precision)",
+		syncSeen.Sub(rsCreated).Round(ms), committed.Sub(rsCreated).Round(ms), syncStart.Sub(rsCreated.Truncate(time.Second)))
+}
+
+// newReplicaSet waits for a ReplicaSet other than old to appear and returns it.
+func (w *world) newReplicaSet(old *appsv1.ReplicaSet) *appsv1.ReplicaSet {
+	w.T.Helper()
+	var rs *appsv1.ReplicaSet
+	w.Eventually("a new ReplicaSet", func() error {
+		list, err := w.Kube.AppsV1().ReplicaSets(w.NS).List(w.Ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for i := range list.Items {
+			if list.Items[i].UID != old.UID {
+				rs = &list.Items[i]
+				return nil
+			}
+		}
+		return fmt.Errorf("only ReplicaSet %s", old.Name)
+	})
+	return rs
+}

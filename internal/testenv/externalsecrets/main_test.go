@@ -1,0 +1,115 @@
+package externalsecrets_test
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/externalsecrets"
+)
+
+// The package's one control plane (with its workloads: kube-scheduler, kwok, the Argo
+// Rollouts controller, and kube-controller-manager's garbage collector) and one External
+// Secrets controller, shared by every scenario; each scenario has its own namespace,
+// SecretStore and service.
+var (
+	cp  *controlplane.ControlPlane
+	eso *externalsecrets.ESO
+)
+
+// enableEnv runs the package's scenarios (`make test-eso` sets it); without it every
+// scenario skips.
+const enableEnv = "CONFIGMAP_ATTACHER_ESO"
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	flag.Parse()
+	if testing.Short() {
+		return m.Run()
+	}
+	if os.Getenv(enableEnv) == "" {
+		// Not part of `make test`: ESO's build is long (README, "External Secrets beside it").
+		fmt.Fprintf(os.Stderr, "externalsecrets: skipped; `make test-eso` builds External Secrets and runs it (%s=1)\n", enableEnv)
+		return m.Run()
+	}
+	logf := func(f string, a ...any) {
+		if testing.Verbose() {
+			fmt.Fprintf(os.Stderr, f+"\n", a...)
+		}
+	}
+	start := time.Now()
+	c, e, stop, err := startAll(logf)
+	if err != nil {
+		if errors.Is(err, controlplane.ErrMissingBinaries) || errors.Is(err, externalsecrets.ErrMissingBinary) {
+			fmt.Fprintln(os.Stderr, "FAIL: binaries missing: run `make tools` and `hack/tools/build.sh external-secrets`")
+		}
+		fmt.Fprintln(os.Stderr, "FAIL: starting the control plane and External Secrets:", err)
+		return 1
+	}
+	defer stop()
+	cp, eso = c, e
+	logf("externalsecrets: control plane and External Secrets started in %s", time.Since(start).Round(time.Millisecond))
+	return m.Run()
+}
+
+func startAll(logf func(string, ...any)) (*controlplane.ControlPlane, *externalsecrets.ESO, func(), error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c, err := controlplane.Start(ctx, controlplane.Options{Name: "eso", Workloads: workloadsBuilt(), Logf: logf})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	dir, err := os.MkdirTemp("", "cma-eso-")
+	if err != nil {
+		_ = c.Stop()
+		return nil, nil, nil, err
+	}
+	root, err := controlplane.RepoRoot()
+	if err == nil {
+		var e *externalsecrets.ESO
+		e, err = externalsecrets.Start(ctx, externalsecrets.Options{Kubeconfig: c.Kubeconfig(), RESTConfig: c.RESTConfig(),
+			BinDir: c.BinDir(), Dir: dir, Root: root, Logf: logf})
+		if err == nil {
+			return c, e, func() { e.Stop(); _ = c.Stop(); _ = os.RemoveAll(dir) }, nil
+		}
+	}
+	_ = c.Stop()
+	_ = os.RemoveAll(dir)
+	return nil, nil, nil, err
+}
+
+// workloadsBuilt reports whether the workload binaries (kube-scheduler, kwok, the Argo
+// Rollouts controller) are built; `make test-eso` builds them. Without them only the
+// scenarios on bare ReplicaSets run (needWorkloads).
+func workloadsBuilt() bool {
+	dir := os.Getenv("CONFIGMAP_ATTACHER_BIN_DIR")
+	if dir == "" {
+		root, err := controlplane.RepoRoot()
+		if err != nil {
+			return false
+		}
+		dir = filepath.Join(root, "bin")
+	}
+	for _, b := range controlplane.WorkloadBinaries {
+		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// needWorkloads skips a scenario that needs the real Argo Rollouts controller when its
+// binaries are not built (`make test-eso` builds them, so there it never skips).
+func needWorkloads(t *testing.T) {
+	t.Helper()
+	if !workloadsBuilt() {
+		t.Skip("needs kube-scheduler, kwok and the Argo Rollouts controller: make test-eso builds them")
+	}
+}
