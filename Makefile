@@ -31,7 +31,7 @@ tools-controlplane: ## build only what make run and make demo need: the control 
 tools-helm: ## build only bin/helm, the pinned Helm the deploy docs use (make run builds it too)
 	@hack/tools/build.sh helm
 
-tools-monitoring: ## build bin/promtool and bin/dashboard-lint (not in make tools: promtool compiles every Prometheus service discovery, over 80 min on 2 loaded cores)
+tools-monitoring: ## build bin/promtool and bin/dashboard-lint (not in make tools; promtool is built without the cloud service discoveries)
 	@hack/tools/build.sh promtool dashboard-lint
 
 test-eso: tools-controlplane ## run the External Secrets scenarios (internal/testenv/externalsecrets) on the real ESO; builds it first (long: not in make test)

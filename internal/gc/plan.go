@@ -159,100 +159,11 @@ func PlanNamespace(s *Snapshot, o Options) (*Plan, error) {
 		now = time.Now()
 	}
 	p := &Plan{Namespace: s.Namespace, Now: now, MinAge: Duration(o.MinAge), Keep: o.Keep, Items: make([]Item, 0, len(s.Revisions))}
-
-	byUID := map[types.UID]*Workload{}
-	refs := map[objKey][]*Workload{}
-	var doubts []string
-	for i := range s.Workloads {
-		w := &s.Workloads[i]
-		byUID[w.UID] = w
-		seen := map[objKey]bool{}
-		for _, r := range w.Refs {
-			k := objKey{r.Kind, r.Name}
-			if !seen[k] {
-				seen[k] = true
-				refs[k] = append(refs[k], w)
-			}
-		}
-		if w.WorkloadRef != nil && !s.Listed[w.WorkloadRef.GroupKind()] {
-			doubts = append(doubts, fmt.Sprintf("%s has spec.workloadRef to %s/%s, a kind that was not listed: its pod template is unknown",
-				w, w.WorkloadRef.Kind, w.WorkloadRef.Name))
-		}
-	}
-	sort.Strings(doubts)
-
-	type work struct {
-		rev   *Revision
-		item  Item
-		refBy []*Workload
-	}
-	ws := make([]work, len(s.Revisions))
-	// keep-N ranks each kind of a family apart: a ConfigMap and a Secret are never
-	// revisions of one config, however they are labelled.
-	fams := map[objKey][]*work{}
-	for i := range s.Revisions {
-		r := &s.Revisions[i]
-		it := Item{Namespace: s.Namespace, Kind: r.Kind, Name: r.Name, UID: r.UID, ResourceVersion: r.ResourceVersion,
-			Created: r.Created, Age: Duration(now.Sub(r.Created)), Family: FamilyOf(r, byUID)}
-		refBy := refs[objKey{r.Kind, r.Name}]
-		for _, w := range refBy {
-			it.ReferencedBy = append(it.ReferencedBy, w.String())
-		}
-		sort.Strings(it.ReferencedBy)
-		for _, or := range r.OwnerReferences {
-			if ownerLive(s, or) {
-				it.Owners = append(it.Owners, or.Kind+"/"+or.Name)
-			}
-		}
-		ws[i] = work{rev: r, item: it, refBy: refBy}
-		if len(refBy) == 0 && !r.Deleting {
-			k := objKey{r.Kind, it.Family}
-			fams[k] = append(fams[k], &ws[i])
-		}
-	}
-	for _, members := range fams {
-		sort.Slice(members, func(i, j int) bool { return newer(members[i].rev, members[j].rev) })
-		for i, m := range members {
-			m.item.Rank = i + 1
-		}
-	}
-
+	idx := indexWorkloads(s)
+	ws := rankRevisions(s, idx, now)
 	for i := range ws {
-		w := &ws[i]
-		r, it := w.rev, &w.item
-		it.Decision = Keep
-		switch {
-		case r.Labels[core.LabelRevision] != "true":
-			it.Reason = "not opted in (no " + core.LabelRevision + "=true label)"
-		case r.Deleting:
-			it.Reason = "already being deleted"
-		case r.Annotations[core.AnnotationSkip] == "true":
-			it.Reason = "has " + core.AnnotationSkip + "=true"
-		case len(w.refBy) > 0:
-			it.Repair = repairTargets(r, w.refBy)
-			if len(it.Repair) > 0 {
-				names := make([]string, len(it.Repair))
-				for j, rs := range it.Repair {
-					names[j] = rs.Name
-				}
-				it.Decision = Repair
-				it.Reason = "referenced but not attached: attach to ReplicaSet " + strings.Join(names, ", ")
-			} else {
-				it.Reason = "referenced by " + strings.Join(it.ReferencedBy, ", ")
-			}
-		case len(it.Owners) > 0:
-			it.Reason = "owned by live " + strings.Join(it.Owners, ", ") + " (deleted with its owner by Kubernetes' garbage collector)"
-		case now.Sub(r.Created) < o.MinAge:
-			it.Reason = fmt.Sprintf("younger than the grace period (%s)", o.MinAge)
-		case it.Rank <= o.Keep:
-			it.Reason = fmt.Sprintf("newest unreferenced #%d of family %q (keep %d)", it.Rank, it.Family, o.Keep)
-		case len(doubts) > 0:
-			it.Reason = "namespace kept on doubt: " + doubts[0]
-		default:
-			it.Decision = Delete
-			it.Reason = fmt.Sprintf("orphan: unreferenced, no live owner, older than %s, #%d of family %q (keep %d)", o.MinAge, it.Rank, it.Family, o.Keep)
-		}
-		p.Items = append(p.Items, *it)
+		decide(&ws[i], o, now, idx.doubts)
+		p.Items = append(p.Items, ws[i].item)
 	}
 	sort.Slice(p.Items, func(i, j int) bool {
 		a, b := p.Items[i], p.Items[j]
@@ -265,6 +176,116 @@ func PlanNamespace(s *Snapshot, o Options) (*Plan, error) {
 		return a.Name < b.Name
 	})
 	return p, nil
+}
+
+// workloadIndex is what the plan needs to know of a namespace's workloads: each by UID,
+// who references which revision, and the doubts that keep the whole namespace.
+type workloadIndex struct {
+	byUID  map[types.UID]*Workload
+	refs   map[objKey][]*Workload
+	doubts []string
+}
+
+func indexWorkloads(s *Snapshot) workloadIndex {
+	idx := workloadIndex{byUID: map[types.UID]*Workload{}, refs: map[objKey][]*Workload{}}
+	for i := range s.Workloads {
+		w := &s.Workloads[i]
+		idx.byUID[w.UID] = w
+		seen := map[objKey]bool{}
+		for _, r := range w.Refs {
+			k := objKey{r.Kind, r.Name}
+			if !seen[k] {
+				seen[k] = true
+				idx.refs[k] = append(idx.refs[k], w)
+			}
+		}
+		if w.WorkloadRef != nil && !s.Listed[w.WorkloadRef.GroupKind()] {
+			idx.doubts = append(idx.doubts, fmt.Sprintf("%s has spec.workloadRef to %s/%s, a kind that was not listed: its pod template is unknown",
+				w, w.WorkloadRef.Kind, w.WorkloadRef.Name))
+		}
+	}
+	sort.Strings(idx.doubts)
+	return idx
+}
+
+// revisionWork is one revision being planned: its item and the workloads referencing it.
+type revisionWork struct {
+	rev   *Revision
+	item  Item
+	refBy []*Workload
+}
+
+// rankRevisions builds each revision's item and ranks the unreferenced ones newest first
+// within their family. keep-N ranks each kind of a family apart: a ConfigMap and a Secret
+// are never revisions of one config, however they are labelled.
+func rankRevisions(s *Snapshot, idx workloadIndex, now time.Time) []revisionWork {
+	ws := make([]revisionWork, len(s.Revisions))
+	fams := map[objKey][]*revisionWork{}
+	for i := range s.Revisions {
+		r := &s.Revisions[i]
+		it := Item{Namespace: s.Namespace, Kind: r.Kind, Name: r.Name, UID: r.UID, ResourceVersion: r.ResourceVersion,
+			Created: r.Created, Age: Duration(now.Sub(r.Created)), Family: FamilyOf(r, idx.byUID)}
+		refBy := idx.refs[objKey{r.Kind, r.Name}]
+		for _, w := range refBy {
+			it.ReferencedBy = append(it.ReferencedBy, w.String())
+		}
+		sort.Strings(it.ReferencedBy)
+		for _, or := range r.OwnerReferences {
+			if ownerLive(s, or) {
+				it.Owners = append(it.Owners, or.Kind+"/"+or.Name)
+			}
+		}
+		ws[i] = revisionWork{rev: r, item: it, refBy: refBy}
+		if len(refBy) == 0 && !r.Deleting {
+			k := objKey{r.Kind, it.Family}
+			fams[k] = append(fams[k], &ws[i])
+		}
+	}
+	for _, members := range fams {
+		sort.Slice(members, func(i, j int) bool { return newer(members[i].rev, members[j].rev) })
+		for i, m := range members {
+			m.item.Rank = i + 1
+		}
+	}
+	return ws
+}
+
+// decide sets the item's decision and reason: the first rule that keeps it wins; Delete
+// only when none does.
+func decide(w *revisionWork, o Options, now time.Time, doubts []string) {
+	r, it := w.rev, &w.item
+	it.Decision = Keep
+	switch {
+	case r.Labels[core.LabelRevision] != "true":
+		it.Reason = "not opted in (no " + core.LabelRevision + "=true label)"
+	case r.Deleting:
+		it.Reason = "already being deleted"
+	case r.Annotations[core.AnnotationSkip] == "true":
+		it.Reason = "has " + core.AnnotationSkip + "=true"
+	case len(w.refBy) > 0:
+		it.Repair = repairTargets(r, w.refBy)
+		if len(it.Repair) > 0 {
+			names := make([]string, len(it.Repair))
+			for j, rs := range it.Repair {
+				names[j] = rs.Name
+			}
+			it.Decision = Repair
+			it.Reason = "referenced but not attached: attach to ReplicaSet " + strings.Join(names, ", ")
+		} else {
+			it.Reason = "referenced by " + strings.Join(it.ReferencedBy, ", ")
+		}
+	case len(it.Owners) > 0:
+		it.Reason = "owned by live " + strings.Join(it.Owners, ", ") + " (deleted with its owner by Kubernetes' garbage collector)"
+	case now.Sub(r.Created) < o.MinAge:
+		it.Reason = fmt.Sprintf("younger than the grace period (%s)", o.MinAge)
+	case it.Rank <= o.Keep:
+		it.Reason = fmt.Sprintf("newest unreferenced #%d of family %q (keep %d)", it.Rank, it.Family, o.Keep)
+	case len(doubts) > 0:
+		it.Reason = "namespace kept on doubt: " + doubts[0]
+	default:
+		it.Decision = Delete
+		it.Reason = fmt.Sprintf("orphan: unreferenced, no live owner, older than %s, #%d of family %q (keep %d)", o.MinAge, it.Rank, it.Family, o.Keep)
+	}
 }
 
 // newer orders revisions newest first: creation time descending, then name descending.

@@ -77,13 +77,84 @@ func (l LiveSource) Namespaces(ctx context.Context) ([]string, error) {
 // core.ErrUnavailable for transient failures; the first failed list (in that fixed
 // order) is the one reported.
 func (l LiveSource) Snapshot(ctx context.Context, ns string) (*Snapshot, error) {
-	s := &Snapshot{Namespace: ns, Listed: map[schema.GroupKind]bool{}, Live: map[types.UID]bool{}}
 	kinds := l.kinds()
 	revs := make([][]Revision, len(kinds))
+	jobs := make([]func(context.Context) error, 0, len(kinds)+10)
+	for i, k := range kinds {
+		jobs = append(jobs, func(ctx context.Context) error {
+			list, err := l.Metadata.Resource(k.GVR()).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: core.DefaultSelector})
+			if err != nil {
+				return listErr("listing "+string(k)+"s in "+ns, err)
+			}
+			revs[i] = make([]Revision, len(list.Items))
+			for j := range list.Items {
+				revs[i][j] = RevisionFromMeta(k, &list.Items[j].ObjectMeta)
+			}
+			return nil
+		})
+	}
+	lists := l.workloadLists(ns)
+	got := make([]listed, len(lists))
+	for i, f := range lists {
+		jobs = append(jobs, func(ctx context.Context) (err error) {
+			got[i], err = f(ctx)
+			return err
+		})
+	}
+	if err := runAll(ctx, jobs); err != nil {
+		return nil, err
+	}
+	s := &Snapshot{Namespace: ns, Listed: map[schema.GroupKind]bool{}, Live: map[types.UID]bool{}}
+	for _, r := range revs {
+		s.Revisions = append(s.Revisions, r...)
+	}
+	for _, g := range got {
+		s.Listed[g.gk] = true
+		for _, w := range g.ws {
+			s.Workloads = append(s.Workloads, w)
+			s.Live[w.UID] = true
+		}
+	}
+	return s, nil
+}
+
+// runAll runs the jobs at once and returns the first failure in the jobs' order; the
+// first failure cancels the others. A job cut short because another one failed reports
+// that failure, not the cancellation; when the caller's ctx ended, that is the error.
+func runAll(ctx context.Context, jobs []func(context.Context) error) error {
+	errs := make([]error, len(jobs))
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i, job := range jobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if errs[i] = job(ctx); errs[i] != nil {
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	var first error
+	for _, err := range errs {
+		switch {
+		case err == nil:
+		case first == nil:
+			first = err
+		case errors.Is(first, context.Canceled) && !errors.Is(err, context.Canceled):
+			first = err
+		}
+	}
+	return first
+}
+
+// workloadLists returns one list per workload kind in ns, each read in full.
+func (l LiveSource) workloadLists(ns string) []func(context.Context) (listed, error) {
 	apps, batch, corev := l.Client.AppsV1(), l.Client.BatchV1(), l.Client.CoreV1()
 	opts := metav1.ListOptions{}
 	in := " in " + ns
-	lists := []func(ctx context.Context) (listed, error){
+	return []func(ctx context.Context) (listed, error){
 		kindList(GKReplicaSet, "ReplicaSets"+in, func(ctx context.Context) ([]appsv1.ReplicaSet, error) {
 			l, err := apps.ReplicaSets(ns).List(ctx, opts)
 			return itemsOf(l, err, func(l *appsv1.ReplicaSetList) []appsv1.ReplicaSet { return l.Items })
@@ -135,63 +206,6 @@ func (l LiveSource) Snapshot(ctx context.Context, ns string) (*Snapshot, error) 
 			return listed{GKRollout, ws}, nil
 		},
 	}
-	got := make([]listed, len(lists))
-	errs := make([]error, len(kinds)+len(lists))
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	for i, k := range kinds {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			list, err := l.Metadata.Resource(k.GVR()).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: core.DefaultSelector})
-			if err != nil {
-				errs[i] = listErr("listing "+string(k)+"s in "+ns, err)
-				cancel()
-				return
-			}
-			revs[i] = make([]Revision, len(list.Items))
-			for j := range list.Items {
-				revs[i][j] = RevisionFromMeta(k, &list.Items[j].ObjectMeta)
-			}
-		}()
-	}
-	for i, f := range lists {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if got[i], errs[len(kinds)+i] = f(ctx); errs[len(kinds)+i] != nil {
-				cancel()
-			}
-		}()
-	}
-	wg.Wait()
-	// A list cut short because another one failed reports that failure, not the
-	// cancellation; when the caller's ctx ended, that is the error.
-	var first error
-	for _, err := range errs {
-		switch {
-		case err == nil:
-		case first == nil:
-			first = err
-		case errors.Is(first, context.Canceled) && !errors.Is(err, context.Canceled):
-			first = err
-		}
-	}
-	if first != nil {
-		return nil, first
-	}
-	for _, r := range revs {
-		s.Revisions = append(s.Revisions, r...)
-	}
-	for _, g := range got {
-		s.Listed[g.gk] = true
-		for _, w := range g.ws {
-			s.Workloads = append(s.Workloads, w)
-			s.Live[w.UID] = true
-		}
-	}
-	return s, nil
 }
 
 // listed is one kind's workloads in LiveSource.Snapshot.
