@@ -10,12 +10,12 @@ import (
 	"syscall"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/cli"
-	_ "github.com/configmap-attacher/configmap-attacher/internal/dev/devcli"
+	"github.com/configmap-attacher/configmap-attacher/internal/dev/devcli"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := cli.Main(ctx, os.Args[1:], cli.Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
+	code := cli.Main(ctx, os.Args[1:], cli.Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}, devcli.Commands()...)
 	stop()
 	os.Exit(code)
 }

@@ -20,10 +20,9 @@ import (
 
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/dispatch"
+	"github.com/configmap-attacher/configmap-attacher/internal/inspect"
 	"github.com/configmap-attacher/configmap-attacher/internal/kube"
 )
-
-func init() { register(newAttachCommand) }
 
 var attachOutputs = []string{OutputText, OutputWide, OutputJSON, OutputYAML, OutputName}
 
@@ -468,7 +467,7 @@ func printResult(w io.Writer, format string, out AttachOutput) error {
 	}
 	if len(notOptedIn) > 0 {
 		fmt.Fprintf(w, "hint: the pod template references %s without the opt-in label; to opt in:\n", strings.Join(notOptedIn, ", "))
-		for _, c := range optInFix(res.Namespace, notOptedIn).Kubectl {
+		for _, c := range inspect.NewOptInFix(res.Namespace, notOptedIn).Kubectl {
 			fmt.Fprintln(w, "  "+c)
 		}
 		fmt.Fprintln(w, "  (configmap-attacher status -n "+res.Namespace+" shows the Kustomize and Helm forms)")

@@ -25,6 +25,7 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/internal/cli"
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/gc"
+	"github.com/configmap-attacher/configmap-attacher/internal/inspect"
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
@@ -364,7 +365,7 @@ func TestStatusFoldsPodsUnderTheirReplicaSet(t *testing.T) {
 	}
 	plan, err := gc.PlanNamespace(snap, gc.Options{MinAge: time.Hour, Now: now})
 	require.NoError(t, err)
-	st := cli.BuildStatus(snap, plan, []gc.Revision{}, false)
+	st := inspect.Build(snap, plan, []gc.Revision{}, false)
 	var buf bytes.Buffer
 	cli.RenderStatus(&buf, st, now)
 	out := buf.String()

@@ -13,8 +13,6 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/internal/kube"
 )
 
-func init() { register(newEventSourceCommand) }
-
 // EventSourceOptions are the flags of `configmap-attacher eventsource`.
 type EventSourceOptions struct {
 	EventBus            EventBusFlags

@@ -16,7 +16,6 @@ import (
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -26,10 +25,9 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/dispatch"
 	"github.com/configmap-attacher/configmap-attacher/internal/gc"
+	"github.com/configmap-attacher/configmap-attacher/internal/inspect"
 	"github.com/configmap-attacher/configmap-attacher/internal/kube"
 )
-
-func init() { register(newGCCommand) }
 
 var gcOutputs = []string{OutputText, OutputWide, OutputJSON, OutputYAML, OutputName}
 
@@ -192,54 +190,29 @@ type GCOutput struct {
 
 // GCNamespace is one namespace's sweep.
 type GCNamespace struct {
-	Cluster   string   `json:"cluster"`
-	Namespace string   `json:"namespace"`
-	DryRun    string   `json:"dryRun"`
-	Results   []GCItem `json:"results"`
+	Cluster   string             `json:"cluster"`
+	Namespace string             `json:"namespace"`
+	DryRun    string             `json:"dryRun"`
+	Results   []inspect.PlanItem `json:"results"`
 	// AttachedByName are objects a ReplicaSet owns that carry no opt-in label (listed by
 	// an annotation or a command line): never swept, deleted by the garbage collector
 	// with their last owner.
 	AttachedByName []string `json:"attachedByName,omitempty"`
 }
 
-// GCItem is one revision: what the plan decided, why, and what happened.
-type GCItem struct {
-	Kind            core.Kind          `json:"kind"`
-	Name            string             `json:"name"`
-	UID             types.UID          `json:"uid"`
-	ResourceVersion string             `json:"resourceVersion"`
-	Family          string             `json:"family"`
-	Created         time.Time          `json:"created"`
-	AgeSeconds      int64              `json:"ageSeconds"`
-	Decision        gc.Decision        `json:"decision"`
-	Reason          string             `json:"reason"`
-	ReferencedBy    []string           `json:"referencedBy,omitempty"`
-	Owners          []string           `json:"owners,omitempty"`
-	Rank            int                `json:"rank,omitempty"`
-	Repair          []gc.ReplicaSetRef `json:"repair,omitempty"`
-	Outcome         gc.Outcome         `json:"outcome,omitempty"`
-	Error           string             `json:"error,omitempty"`
-}
-
 func newGCOutput(dryRun string, minAge time.Duration, keep int, reps []*gc.Report, byName map[*gc.Report][]string, multi bool) GCOutput {
 	out := GCOutput{DryRun: dryRun, MinAgeSeconds: int64(minAge / time.Second), Keep: keep, Namespaces: []GCNamespace{}, multi: multi}
 	for _, r := range reps {
-		ns := GCNamespace{Cluster: clusterOrDefault(r.Cluster), Namespace: r.Namespace, DryRun: dryRun, Results: []GCItem{},
+		ns := GCNamespace{Cluster: clusterOrDefault(r.Cluster), Namespace: r.Namespace, DryRun: dryRun, Results: []inspect.PlanItem{},
 			AttachedByName: byName[r]}
 		for _, it := range r.Results {
-			g := gcItem(it.Item, it.Outcome)
+			g := inspect.NewPlanItem(it.Item, it.Outcome)
 			g.Error = it.Error
 			ns.Results = append(ns.Results, g)
 		}
 		out.Namespaces = append(out.Namespaces, ns)
 	}
 	return out
-}
-
-func gcItem(it gc.Item, outcome gc.Outcome) GCItem {
-	return GCItem{Kind: it.Kind, Name: it.Name, UID: it.UID, ResourceVersion: it.ResourceVersion,
-		Family: it.Family, Created: it.Created, AgeSeconds: int64(time.Duration(it.Age) / time.Second), Decision: it.Decision,
-		Reason: it.Reason, ReferencedBy: it.ReferencedBy, Owners: it.Owners, Rank: it.Rank, Repair: it.Repair, Outcome: outcome}
 }
 
 // clusterOrDefault names the cluster of --kubeconfig/--context as serve does.
@@ -273,7 +246,7 @@ func (o *GCOptions) Run(ctx context.Context, s *Streams) error {
 		r, err := o.sweep(ctx, log, sel, t)
 		names := make([][]string, len(r))
 		for i := range r {
-			names[i] = attachedByName(ctx, t.clients.Metadata, r[i].Namespace, o.IncludeSecrets)
+			names[i] = inspect.AttachedByName(ctx, t.clients.Metadata, r[i].Namespace, o.IncludeSecrets)
 		}
 		mu.Lock()
 		defer mu.Unlock()

@@ -20,6 +20,7 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/internal/cli"
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/gc"
+	"github.com/configmap-attacher/configmap-attacher/internal/inspect"
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
 )
 
@@ -100,7 +101,7 @@ func TestStatusTree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := cli.BuildStatus(snap, plan, nil, false)
+	st := inspect.Build(snap, plan, nil, false)
 	var buf bytes.Buffer
 	cli.RenderStatus(&buf, st, now)
 	out := buf.String()

@@ -51,27 +51,23 @@ type Streams struct {
 	Out, Err io.Writer
 }
 
-// registered commands; each command file adds its constructor in init().
-var commands []func(*Streams) *cobra.Command
+// Command makes a subcommand on the program's streams. The shipped commands are listed
+// in NewRoot; a binary adds its own through Main (the development binary's dev and demo,
+// internal/dev/devcli).
+type Command func(*Streams) *cobra.Command
 
-func register(f func(*Streams) *cobra.Command) { commands = append(commands, f) }
-
-// Register adds a command from outside the package (the development binary's dev and
-// demo); call it from an init function.
-func Register(f func(*Streams) *cobra.Command) { register(f) }
-
-// Main runs the program with args (without the program name) and returns the exit code.
-// Arguments that start with a flag and name no subcommand are the legacy one-shot Job
+// Main runs the program with args (without the program name) and returns the exit code;
+// extra are commands added to the shipped ones (NewRoot). Arguments that start with a flag and name no subcommand are the legacy one-shot Job
 // form: configmap-attacher -rollout R -namespace N -configmaps a,b.
 //
 // ctx is the program's signal context (signal.NotifyContext in main): a command it ends
 // reports "interrupted" and exits 130 (SIGINT) or 143 (SIGTERM), never "timed out".
-func Main(ctx context.Context, args []string, s Streams) int {
+func Main(ctx context.Context, args []string, s Streams, extra ...Command) int {
 	var err error
 	if isLegacy(args) {
 		err = runLegacy(ctx, args, &s)
 	} else {
-		root := NewRoot(&s)
+		root := NewRoot(&s, extra...)
 		root.SetArgs(args)
 		if err = oneDashLongFlag(root, args); err == nil {
 			err = root.ExecuteContext(ctx)
@@ -101,8 +97,8 @@ func interrupted(ctx context.Context, stderr io.Writer) int {
 	return code
 }
 
-// NewRoot returns the root command with every subcommand.
-func NewRoot(s *Streams) *cobra.Command {
+// NewRoot returns the root command with the shipped subcommands, then extra.
+func NewRoot(s *Streams, extra ...Command) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "configmap-attacher",
 		Short: "Make ConfigMap and Secret revisions owned by the ReplicaSets that use them",
@@ -129,7 +125,9 @@ The legacy one-shot Job form still works:
 	root.SetOut(s.Out)
 	root.SetErr(s.Err)
 	root.SetFlagErrorFunc(flagError)
-	for _, f := range commands {
+	root.AddCommand(newAttachCommand(s), newEventSourceCommand(s), newGCCommand(s), newServeCommand(s),
+		newStatusCommand(s), newVersionCommand(s))
+	for _, f := range extra {
 		root.AddCommand(f(s))
 	}
 	return root

@@ -20,8 +20,6 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/internal/server"
 )
 
-func init() { register(newServeCommand) }
-
 // ServeOptions are the flags of `configmap-attacher serve`.
 type ServeOptions struct {
 	GRPCAddr, HTTPAddr      string

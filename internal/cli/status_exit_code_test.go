@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/cli"
+	"github.com/configmap-attacher/configmap-attacher/internal/inspect"
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
@@ -46,7 +47,7 @@ func TestStatusExitCodeSaysWhenConfigIsMissing(t *testing.T) {
 	t.Run("-o json keeps stdout a document", func(t *testing.T) {
 		code, out, errOut := run(ctx, "status", "--kubeconfig", kcfg, "-n", broken, "--exit-code", "-o", "json")
 		assert.Equal(t, cli.ExitMissingConfig, code, errOut)
-		var reps []cli.StatusReport
+		var reps []inspect.Report
 		require.NoError(t, json.Unmarshal([]byte(out), &reps), out)
 		require.Len(t, reps, 1)
 		require.NotEmpty(t, reps[0].Workloads)

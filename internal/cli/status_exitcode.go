@@ -3,6 +3,8 @@ package cli
 import (
 	"fmt"
 	"strings"
+
+	"github.com/configmap-attacher/configmap-attacher/internal/inspect"
 )
 
 // ExitMissingConfig is what `status --exit-code` exits with when a live workload
@@ -20,9 +22,9 @@ func (e missingConfigError) Error() string {
 	return fmt.Sprintf("MISSING config (status --exit-code): %s; a new Pod of these cannot start", strings.Join(e.missing, "; "))
 }
 
-// missingConfig lists the MISSING config of the reports (WorkloadStatus.Dangling),
+// missingConfig lists the MISSING config of the reports (inspect.WorkloadStatus.Dangling),
 // prefixed with the cluster's name when there are several.
-func missingConfig(perCluster [][]StatusReport, multi bool) []string {
+func missingConfig(perCluster [][]inspect.Report, multi bool) []string {
 	var out []string
 	for _, reps := range perCluster {
 		for _, rep := range reps {

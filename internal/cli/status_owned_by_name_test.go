@@ -14,6 +14,7 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/internal/cli"
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/gc"
+	"github.com/configmap-attacher/configmap-attacher/internal/inspect"
 )
 
 // An unlabelled object owned by name (a listing attached it) and shared with a
@@ -34,7 +35,7 @@ func TestStatusShowsAnObjectOwnedByNameThatAnotherReplicaSetUsesUnattached(t *te
 	require.NoError(t, err)
 	others := []gc.Revision{{Kind: core.KindConfigMap, Name: "shared", UID: "s", Created: now,
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "b-1", UID: "b1"}}}}
-	st := cli.BuildStatus(snap, plan, others, false)
+	st := inspect.Build(snap, plan, others, false)
 	var buf bytes.Buffer
 	cli.RenderStatus(&buf, st, now)
 	out := buf.String()

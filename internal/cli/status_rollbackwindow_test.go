@@ -10,13 +10,14 @@ import (
 
 	"github.com/configmap-attacher/configmap-attacher/internal/cli"
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
+	"github.com/configmap-attacher/configmap-attacher/internal/inspect"
 )
 
 // status shows a workload's warnings (a Rollout's rollbackWindow past its
 // revisionHistoryLimit) as a line under the workload.
 func TestStatusShowsARolloutsRollbackWindowWarningUnderIt(t *testing.T) {
 	note := "spec.rollbackWindow.revisions 3 is larger than spec.revisionHistoryLimit 1: a rollback inside the window can reach a ReplicaSet whose config is gone"
-	rep := cli.StatusReport{Namespace: "shop", Workloads: []cli.WorkloadStatus{{Kind: core.RolloutKind, Name: "web", Warnings: []string{note}}}}
+	rep := inspect.Report{Namespace: "shop", Workloads: []inspect.WorkloadStatus{{Kind: core.RolloutKind, Name: "web", Warnings: []string{note}}}}
 	var buf bytes.Buffer
 	cli.RenderStatus(&buf, rep, time.Now())
 	lines := strings.Split(buf.String(), "\n")

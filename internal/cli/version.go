@@ -8,8 +8,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { register(newVersionCommand) }
-
 // VersionOptions are the flags of `configmap-attacher version`.
 type VersionOptions struct {
 	Output string

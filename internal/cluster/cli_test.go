@@ -22,6 +22,7 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/internal/cli"
 	"github.com/configmap-attacher/configmap-attacher/internal/cluster"
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
+	"github.com/configmap-attacher/configmap-attacher/internal/inspect"
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
 )
 
@@ -122,7 +123,7 @@ func TestCLIAcrossClusters(t *testing.T) {
 
 		code, out, _ = run(t, "status", "--kubeconfig", kc, "--cluster", "a", "-n", ns, "-o", "json")
 		assert.Equal(t, 0, code)
-		var reps []cli.StatusReport
+		var reps []inspect.Report
 		require.NoError(t, json.Unmarshal([]byte(out), &reps))
 		require.Len(t, reps, 1)
 		assert.Equal(t, "a", reps[0].Cluster)

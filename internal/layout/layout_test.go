@@ -65,11 +65,23 @@ func hasPrefix(s string, prefixes []string) (string, bool) {
 
 func TestTheCoreTheSweepAndTheDispatcherImportNoTransport(t *testing.T) {
 	graph := imports(t)
-	for _, pkg := range []string{"internal/core", "internal/gc", "internal/dispatch", "internal/event"} {
+	for _, pkg := range []string{"internal/core", "internal/gc", "internal/dispatch", "internal/event", "internal/inspect"} {
 		for _, imp := range graph[pkg] {
 			if p, bad := hasPrefix(imp, append(transports, transportLibs...)); bad {
 				t.Errorf("%s imports %s (%s): it must stay free of transports", pkg, imp, p)
 			}
+		}
+	}
+}
+
+// The command line (flags, rendering, exit codes): internal/inspect computes what status
+// shows and leaves the printing to internal/cli.
+var commandLine = []string{"internal/cli", "internal/server", "github.com/spf13/"}
+
+func TestTheStatusModelImportsNoCommandLine(t *testing.T) {
+	for _, imp := range imports(t)["internal/inspect"] {
+		if p, bad := hasPrefix(imp, commandLine); bad {
+			t.Errorf("internal/inspect imports %s (%s): it reads the cluster, internal/cli prints", imp, p)
 		}
 	}
 }

@@ -1,5 +1,6 @@
-// Package devcli adds the development harness's commands to the CLI: `dev` (make run:
-// the service on the embedded default) and `demo` (make demo). Only the development
+// Package devcli holds the development harness's commands, which
+// cmd/configmap-attacher-dev adds to the CLI (Commands): `dev` (make run: the service on
+// the embedded default) and `demo` (make demo). Only the development
 // binary (cmd/configmap-attacher-dev) links it, so the shipped binary carries no local
 // control plane, no embedded NATS server and no Argo process runner.
 package devcli
@@ -20,10 +21,8 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/internal/kube"
 )
 
-func init() {
-	cli.Register(newDevCommand)
-	cli.Register(newDemoCommand)
-}
+// Commands are the development binary's commands beyond the shipped ones, for cli.Main.
+func Commands() []cli.Command { return []cli.Command{newDevCommand, newDemoCommand} }
 
 // DevOptions are the flags of `configmap-attacher dev` (make run).
 type DevOptions struct {

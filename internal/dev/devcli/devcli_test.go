@@ -23,7 +23,7 @@ import (
 
 	"github.com/configmap-attacher/configmap-attacher/internal/cli"
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
-	_ "github.com/configmap-attacher/configmap-attacher/internal/dev/devcli"
+	"github.com/configmap-attacher/configmap-attacher/internal/dev/devcli"
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
@@ -40,7 +40,7 @@ func TestDevRunsTheEmbeddedDefault(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		done <- cli.Main(ctx, []string{"dev", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--log-level", "warn"},
-			cli.Streams{In: strings.NewReader(""), Out: &out, Err: &errOut})
+			cli.Streams{In: strings.NewReader(""), Out: &out, Err: &errOut}, devcli.Commands()...)
 	}()
 	controlplane.Eventually(t, 2*time.Minute, "dev to print its endpoints", func() error {
 		select {
@@ -124,7 +124,7 @@ func oldJobForm(t *testing.T, kubeconfig, example string) {
 	t.Setenv("IS_IN_CLUSTER", "false")
 	var out, errOut testfix.SyncBuffer
 	code := cli.Main(ctx, []string{"-rollout", "app", "-namespace", ns, "-configmaps", "app-config-1"},
-		cli.Streams{In: strings.NewReader(""), Out: &out, Err: &errOut})
+		cli.Streams{In: strings.NewReader(""), Out: &out, Err: &errOut}, devcli.Commands()...)
 	require.Equal(t, 0, code, "stderr: %s", errOut.String())
 	cm, err := kc.CoreV1().ConfigMaps(ns).Get(ctx, "app-config-1", metav1.GetOptions{})
 	require.NoError(t, err)
@@ -155,7 +155,7 @@ func tryItCommands(t *testing.T, kubeconfig, httpAddr string) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errOut testfix.SyncBuffer
-			code := cli.Main(ctx, tc.args, cli.Streams{In: strings.NewReader(""), Out: &out, Err: &errOut})
+			code := cli.Main(ctx, tc.args, cli.Streams{In: strings.NewReader(""), Out: &out, Err: &errOut}, devcli.Commands()...)
 			assert.Equal(t, 0, code, "stderr: %s", errOut.String())
 			assert.Contains(t, out.String(), tc.want)
 			assert.Empty(t, errOut.String())

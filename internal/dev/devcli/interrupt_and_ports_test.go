@@ -19,6 +19,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/cli"
+	"github.com/configmap-attacher/configmap-attacher/internal/dev/devcli"
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
 
@@ -49,7 +50,7 @@ func TestInterruptedDemoSaysInterrupted(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		done <- cli.Main(ctx, []string{"demo", "--kubeconfig", kubeconfig, "--namespace", "demo-x"},
-			cli.Streams{In: strings.NewReader(""), Out: &out, Err: &errOut})
+			cli.Streams{In: strings.NewReader(""), Out: &out, Err: &errOut}, devcli.Commands()...)
 	}()
 	select {
 	case <-asked:
@@ -85,7 +86,7 @@ func TestSecondRunFailsAtOnceOnATakenPort(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second) // a bound: a started control plane takes longer
 			defer cancel()
 			var out, errOut testfix.SyncBuffer
-			code := cli.Main(ctx, args, cli.Streams{In: strings.NewReader(""), Out: &out, Err: &errOut})
+			code := cli.Main(ctx, args, cli.Streams{In: strings.NewReader(""), Out: &out, Err: &errOut}, devcli.Commands()...)
 			assert.Equal(t, cli.ExitFailure, code, errOut.String())
 			assert.Contains(t, errOut.String(), l.Addr().String()+" is in use")
 			assert.Contains(t, errOut.String(), `make run ARGS="--grpc-addr 127.0.0.1:0 --http-addr 127.0.0.1:0"`)

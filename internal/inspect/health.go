@@ -1,4 +1,4 @@
-package cli
+package inspect
 
 import (
 	"context"
@@ -17,17 +17,18 @@ import (
 // Progressing conditions; a ReplicaSet Healthy, Progressing or ScaledDown, and for a
 // Rollout its role (stable, canary).
 
+// The healths of WorkloadStatus.Health and ReplicaSetStatus.Health.
 const (
-	healthHealthy     = "Healthy"
-	healthProgressing = "Progressing"
-	healthDegraded    = "Degraded"
-	healthPaused      = "Paused"
-	healthScaledDown  = "ScaledDown"
+	HealthHealthy     = "Healthy"
+	HealthProgressing = "Progressing"
+	HealthDegraded    = "Degraded"
+	HealthPaused      = "Paused"
+	HealthScaledDown  = "ScaledDown"
 )
 
 // addHealth reads the namespace's Rollouts and Deployments and sets each group's and
 // ReplicaSet's health. A kind that cannot be read (no Rollout CRD, no RBAC) is left out.
-func addHealth(ctx context.Context, c *kube.Clients, ns string, rep *StatusReport) {
+func addHealth(ctx context.Context, c *kube.Clients, ns string, rep *Report) {
 	rollouts := map[string]*unstructured.Unstructured{}
 	if list, err := c.Dynamic.Resource(core.RolloutGVR).Namespace(ns).List(ctx, metav1.ListOptions{}); err == nil {
 		for i := range list.Items {
@@ -75,17 +76,17 @@ func addHealth(ctx context.Context, c *kube.Clients, ns string, rep *StatusRepor
 func replicaSetHealth(rs *ReplicaSetStatus) string {
 	switch {
 	case rs.Replicas == 0:
-		return healthScaledDown
+		return HealthScaledDown
 	case rs.ReadyReplicas >= rs.Replicas:
-		return healthHealthy
+		return HealthHealthy
 	}
-	return healthProgressing
+	return HealthProgressing
 }
 
 func deploymentHealth(d *appsv1.Deployment) (string, string) {
 	for _, c := range d.Status.Conditions {
 		if c.Type == appsv1.DeploymentProgressing && c.Reason == "ProgressDeadlineExceeded" {
-			return healthDegraded, c.Message
+			return HealthDegraded, c.Message
 		}
 	}
 	want := int32(1)
@@ -94,26 +95,7 @@ func deploymentHealth(d *appsv1.Deployment) (string, string) {
 	}
 	if d.Status.ObservedGeneration >= d.Generation && d.Status.UpdatedReplicas >= want && d.Status.AvailableReplicas >= want &&
 		d.Status.Replicas == d.Status.UpdatedReplicas {
-		return healthHealthy, ""
+		return HealthHealthy, ""
 	}
-	return healthProgressing, fmt.Sprintf("%d of %d updated replicas available", d.Status.AvailableReplicas, want)
-}
-
-// healthMark is the symbol and colour `kubectl argo rollouts get` uses for a health.
-func healthMark(pal palette, h string) string {
-	switch h {
-	case healthHealthy:
-		return pal.paint(colorGreen, "✔ "+h)
-	case healthProgressing:
-		return pal.paint(colorYellow, "◌ "+h)
-	case healthPaused:
-		return pal.paint(colorYellow, "॥ "+h)
-	case healthDegraded:
-		return pal.paint(colorRed, "✖ "+h)
-	case healthScaledDown:
-		return "• " + h
-	case "":
-		return ""
-	}
-	return h
+	return HealthProgressing, fmt.Sprintf("%d of %d updated replicas available", d.Status.AvailableReplicas, want)
 }

@@ -1,4 +1,4 @@
-package cli
+package inspect
 
 import (
 	"context"
@@ -68,7 +68,7 @@ func listOthers(ctx context.Context, md metadata.Interface, ns string, secrets b
 // adoption fills the groups' not-opted-in and dangling references, from the workloads'
 // references and the objects outside the plan (others; nil: unknown, nothing is said).
 // groupFor returns (creating it) the group a workload is shown in.
-func adoption(rep *StatusReport, snap *gc.Snapshot, others []gc.Revision, inPlan map[string]gc.Item, secrets bool,
+func adoption(rep *Report, snap *gc.Snapshot, others []gc.Revision, inPlan map[string]gc.Item, secrets bool,
 	groupFor func(*gc.Workload) *WorkloadStatus) {
 	if others == nil {
 		return
@@ -106,7 +106,7 @@ func adoption(rep *StatusReport, snap *gc.Snapshot, others []gc.Revision, inPlan
 		}
 	}
 	if len(fixNames) > 0 {
-		rep.OptIn = optInFix(rep.Namespace, fixNames)
+		rep.OptIn = NewOptInFix(rep.Namespace, fixNames)
 	}
 }
 
@@ -145,8 +145,8 @@ func ownedByName(r gc.Revision) bool {
 	return held
 }
 
-// optInFix builds the exact fix for keys ("Kind/name") in namespace ns.
-func optInFix(ns string, keys []string) *OptInFix {
+// NewOptInFix builds the exact fix for keys ("Kind/name") in namespace ns.
+func NewOptInFix(ns string, keys []string) *OptInFix {
 	sort.Strings(keys)
 	byKind := map[string][]string{}
 	var kinds []string
@@ -168,10 +168,10 @@ func optInFix(ns string, keys []string) *OptInFix {
 	return fix
 }
 
-// attachedByName lists namespace ns's config objects that a ReplicaSet owns but that
+// AttachedByName lists namespace ns's config objects that a ReplicaSet owns but that
 // carry no opt-in label ("Kind/name"): the sweep never considers them, the garbage
 // collector deletes each with its last owner. Nothing is said when they may not be listed.
-func attachedByName(ctx context.Context, md metadata.Interface, ns string, secrets bool) []string {
+func AttachedByName(ctx context.Context, md metadata.Interface, ns string, secrets bool) []string {
 	others := listOthers(ctx, md, ns, secrets, &gc.Plan{})
 	var out []string
 	for _, r := range others {

@@ -1,11 +1,9 @@
-package cli
+package inspect
 
 import (
 	"context"
 	"fmt"
-	"io"
 	"sort"
-	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -64,27 +62,10 @@ func replicaSetOwners(refs []metav1.OwnerReference) []string {
 	return out
 }
 
-// renderUnprotected prints the unprotected revisions, each with its fix; nothing when
-// there are none.
-func renderUnprotected(w io.Writer, items []UnprotectedItem) {
-	if len(items) == 0 {
-		return
-	}
-	fmt.Fprintf(w, "Not protected by their owners (a neighbour deletes them anyway): %d\n", len(items))
-	for i, it := range items {
-		b, indent := "├── ", "│   "
-		if i == len(items)-1 {
-			b, indent = "└── ", "    "
-		}
-		fmt.Fprintf(w, "%s%s %s  %s, owned by ReplicaSet %s: %s\n", b, it.Kind, it.Name, it.Reason, strings.Join(it.OwnedBy, ", "), it.Message)
-		fmt.Fprintf(w, "%s    fix: %s\n", indent, it.Fix)
-	}
-}
-
 // addAppUnprotected adds the revisions whose Argo CD Application turns the owners'
 // protection off (core.OwnerProtectionOff), read with apps; an Application that
 // cannot be read (no permission, no Argo CD) adds nothing.
-func addAppUnprotected(ctx context.Context, apps core.ApplicationReader, rep *StatusReport, revs []gc.Revision) {
+func addAppUnprotected(ctx context.Context, apps core.ApplicationReader, rep *Report, revs []gc.Revision) {
 	for _, r := range revs {
 		owners := replicaSetOwners(r.OwnerReferences)
 		ns, name, ok := core.TrackingApp(&metav1.ObjectMeta{Labels: r.Labels, Annotations: r.Annotations})
