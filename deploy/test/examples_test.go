@@ -22,6 +22,7 @@ var deployExamples = []struct {
 	{"argo-events-http", []string{"deploy/argo-events", "eventsource/replicasets.eventsource.yaml", "sensor/http-trigger.sensor.yaml"}},
 	{"argo-events-eventbus", []string{"deploy/argo-events", "eventsource/replicasets.eventsource.yaml"}},
 	{"hub-argocd", []string{"deploy/multicluster/hub/argocd-cluster-secrets.yaml"}},
+	{"fleet-hub", []string{"deploy/multicluster/hub/argocd-cluster-secrets.yaml"}},
 	{"mixed-fleet", []string{"deploy/argo-events", "deploy/multicluster/hub/sensor.yaml", "deploy/multicluster/hub/argocd-cluster-secrets.yaml"}},
 }
 

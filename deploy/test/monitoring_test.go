@@ -11,17 +11,14 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
+// monitoringValues: three replicas, so a fleet (the ownership alerts are rendered with one).
 const monitoringValues = requiredValues + `
+replicaCount: 3
 prometheusRule:
   enabled: true
 grafanaDashboard:
   enabled: true
 `
-
-// pendingMetrics are metric names the alerts and the dashboard read that another branch
-// adds (issue 26's fleet ownership gauges); once merged they are found in the code and
-// this list can go.
-var pendingMetrics = []string{"configmap_attacher_fleet_clusters_unowned", "configmap_attacher_fleet_clusters_multiply_owned"}
 
 // processMetrics are the Go and process collectors' metrics /metrics serves.
 var processMetrics = []string{"process_resident_memory_bytes", "process_cpu_seconds_total", "go_memstats_heap_inuse_bytes", "go_goroutines"}
@@ -75,7 +72,7 @@ func knownMetrics(t *testing.T) []string {
 	for n := range codeMetrics(t) {
 		out = append(out, n, n+"_bucket", n+"_count", n+"_sum")
 	}
-	out = append(append(out, pendingMetrics...), processMetrics...)
+	out = append(out, processMetrics...)
 	sort.Strings(out)
 	return out
 }
@@ -189,5 +186,40 @@ func TestMonitoringOffByDefault(t *testing.T) {
 		if o.GetKind() == "PrometheusRule" || o.GetKind() == "ServiceMonitor" || o.GetKind() == "ConfigMap" {
 			t.Errorf("rendered by default: %s %s", o.GetKind(), o.GetName())
 		}
+	}
+}
+
+// TestOwnershipAlertsOnlyWithAFleet: without a fleet every replica runs every cluster, so
+// the alerts on how many replicas run a cluster are rendered only with one.
+func TestOwnershipAlertsOnlyWithAFleet(t *testing.T) {
+	for _, tc := range []struct {
+		name, values string
+		want         bool
+	}{
+		{"three replicas, fleet auto", "replicaCount: 3\n", true},
+		{"three replicas, fleet off", "replicaCount: 3\nfleet:\n  enabled: false\n", false},
+		{"one replica, fleet auto", "", false},
+		{"one replica, fleet on", "fleet:\n  enabled: true\n", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rule := renderedKind(t, requiredValues+"prometheusRule:\n  enabled: true\n"+tc.values, "PrometheusRule")
+			groups, _, _ := unstructured.NestedSlice(rule.Object, "spec", "groups")
+			got := map[string]bool{}
+			for _, g := range groups {
+				rs, _, _ := unstructured.NestedSlice(g.(map[string]any), "rules")
+				for _, r := range rs {
+					name, _ := r.(map[string]any)["alert"].(string)
+					got[name] = true
+				}
+			}
+			for _, a := range []string{"ConfigmapAttacherClusterUnowned", "ConfigmapAttacherClusterMultiplyOwned"} {
+				if got[a] != tc.want {
+					t.Errorf("alert %s rendered: %v, want %v", a, got[a], tc.want)
+				}
+			}
+			if !got["ConfigmapAttacherClusterDown"] {
+				t.Error("the other alerts are rendered either way")
+			}
+		})
 	}
 }

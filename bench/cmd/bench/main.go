@@ -32,6 +32,7 @@ func run() error {
 	paths := strings.Join(cfg.Paths, ",")
 	levels := joinInts(cfg.MemLevels)
 	rsLevels := joinInts(cfg.RSLevels)
+	clusterLevels := joinInts(cfg.ClusterLevels)
 	qps := float64(cfg.QPS)
 	flag.StringVar(&cfg.Binary, "binary", "bin/configmap-attacher", "configmap-attacher binary (the service and the old one-shot Job)")
 	flag.StringVar(&paths, "paths", paths, "ingress paths: watcher, eventbus, http (http:N: N senders), argo-grpc, argo-k8s (empty: none)")
@@ -66,6 +67,8 @@ func run() error {
 	flag.IntVar(&cfg.SweepNamespaces, "sweep-namespaces", cfg.SweepNamespaces, "namespaces of the sweep from the caches (0: skip)")
 	flag.IntVar(&cfg.SweepRS, "sweep-rs", cfg.SweepRS, "ReplicaSets per namespace of the sweep")
 	flag.IntVar(&cfg.SweepRevisions, "sweep-revisions", cfg.SweepRevisions, "revisions per namespace of the sweep (one is an orphan)")
+	flag.StringVar(&clusterLevels, "cluster-levels", clusterLevels, "idle Argo CD clusters one replica serves, for the per-cluster cost rows (empty: skip)")
+	flag.IntVar(&cfg.ForwardN, "forward-n", cfg.ForwardN, "events to the owner and as many forwarded, in a two-replica fleet (0: skip)")
 	flag.Parse()
 	cfg.Paths = nil
 	for _, p := range strings.Split(paths, ",") {
@@ -82,6 +85,9 @@ func run() error {
 	}
 	if cfg.RSLevels, err = parseInts(rsLevels); err != nil {
 		return fmt.Errorf("-rs-levels: %w", err)
+	}
+	if cfg.ClusterLevels, err = parseInts(clusterLevels); err != nil {
+		return fmt.Errorf("-cluster-levels: %w", err)
 	}
 	cfg.QPS, cfg.Burst = float32(qps), int(2*qps)
 	start := time.Now()

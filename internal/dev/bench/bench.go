@@ -81,6 +81,11 @@ type Config struct {
 	// SweepNamespaces x SweepRS ReplicaSets x SweepRevisions revisions: the sweep from
 	// the caches (0 namespaces: skip).
 	SweepNamespaces, SweepRS, SweepRevisions int
+	// ClusterLevels are the idle Argo CD cluster counts one replica serves in the
+	// per-cluster cost rows (empty: skip); ForwardN events each go to the owner and
+	// through a forwarding replica of a two-replica fleet at the first level above one.
+	ClusterLevels []int
+	ForwardN      int
 	// GoMemLimit, when set, is the service's GOMEMLIMIT (the chart sets it to the
 	// container's memory limit); empty: the Go runtime's default (none).
 	GoMemLimit  string
@@ -110,6 +115,7 @@ func DefaultConfig() Config {
 		GCRevisions: 10000, GCReplicaSets: 2000, GCOrphans: 1000,
 		MemLevels: []int{100, 1000, 10000}, MemBigBytes: 64 << 10, CurveN: 100,
 		RSLevels: []int{1000, 10000, 50000}, RSRevisions: 100000, SweepNamespaces: 1000, SweepRS: 10, SweepRevisions: 20,
+		ClusterLevels: []int{1, 10, 100}, ForwardN: 200,
 		QPS: 1000, Burst: 2000, Settle: 60 * time.Second, ResultsDir: "bench/results"}
 }
 
@@ -120,6 +126,7 @@ func QuickConfig() Config {
 	c.GCRevisions, c.GCReplicaSets, c.GCOrphans = 1000, 200, 100
 	c.MemLevels, c.CurveN, c.Quick = []int{100, 1000}, 50, true
 	c.RSLevels, c.RSRevisions, c.SweepNamespaces = []int{1000, 5000}, 10000, 100
+	c.ClusterLevels, c.ForwardN = []int{1, 10}, 50
 	c.Settle = 30 * time.Second
 	return c
 }
@@ -253,6 +260,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	if len(cfg.RSLevels) > 0 {
 		step("memory with ReplicaSets cached", func() error { return e.rsMemory(ctx, rep) })
+	}
+	if len(cfg.ClusterLevels) > 0 {
+		step("per-cluster cost and forwarding", func() error { return e.clusters(ctx, rep) })
 	}
 	rep.Finished = time.Now().UTC()
 	rep.LoadEnd = loadAvg()

@@ -39,6 +39,7 @@ func TestSmoke(t *testing.T) {
 		N: 5, Rate: 20, BurstN: 5, FloorN: 5, LegacyN: 1, ReplayN: 5,
 		GCRevisions: 20, GCReplicaSets: 5, GCOrphans: 3, MemLevels: []int{10}, CurveN: 3,
 		RSLevels: []int{10}, RSRevisions: 10, SweepNamespaces: 3, SweepRS: 2, SweepRevisions: 4,
+		ClusterLevels: []int{1, 2}, ForwardN: 3,
 		Settle: 30 * time.Second, LogDir: t.TempDir(), ResultsDir: t.TempDir(), Logf: t.Logf}
 	rep, err := bench.Run(ctx, cfg)
 	if err != nil {
@@ -78,6 +79,12 @@ func TestSmoke(t *testing.T) {
 	}
 	if len(rep.Memory) != 1 || rep.Memory[0].TinyRSS == 0 || rep.Memory[0].BigRSS == 0 || rep.Memory[0].Curve.Lost != 0 {
 		t.Errorf("memory: %+v", rep.Memory)
+	}
+	if len(rep.Clusters) != 2 || rep.Clusters[0].RSS == 0 || rep.Clusters[1].Goroutines == 0 {
+		t.Errorf("clusters: %+v, want 2 points with RSS and goroutines read", rep.Clusters)
+	}
+	if f := rep.Forward; f == nil || f.Local.N != 3 || f.Forwarded.N != 3 || f.Failed != 0 {
+		t.Errorf("forwarding: %+v, want 3 events answered locally and 3 forwarded", rep.Forward)
 	}
 	if len(rep.Rows) == 0 || rep.JSONPath == "" {
 		t.Errorf("no table rows or JSON (%q)", rep.JSONPath)

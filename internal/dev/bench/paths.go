@@ -380,9 +380,9 @@ func (e *env) source(ctx context.Context, bus *natsserver.Server, ns, esName str
 		Workers: 8, Logger: e.log})
 }
 
-// postEvent POSTs the structured CloudEvent of an ADD for rs.
-func postEvent(ctx context.Context, client *http.Client, addr string, rs *appsv1.ReplicaSet) error {
-	_, body, err := event.ResourceEvent("bench-http", "replicaset-add", "ADD", rs, map[string]string{"cluster": "in-cluster"})
+// postEvent POSTs the structured CloudEvent of an ADD for rs of cluster c.
+func postEvent(ctx context.Context, client *http.Client, addr, c string, rs *appsv1.ReplicaSet) error {
+	_, body, err := event.ResourceEvent("bench-http", "replicaset-add", "ADD", rs, map[string]string{"cluster": c})
 	if err != nil {
 		return err
 	}
@@ -421,7 +421,7 @@ func (e *env) httpFeeder(ctx context.Context, wg *sync.WaitGroup, ns, addr strin
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			for attempt := 0; attempt < 20 && ctx.Err() == nil; attempt++ {
-				if err := postEvent(ctx, client, addr, rs); err == nil {
+				if err := postEvent(ctx, client, addr, "in-cluster", rs); err == nil {
 					return
 				}
 				time.Sleep(100 * time.Millisecond)
@@ -455,7 +455,7 @@ func (e *env) replay(ctx context.Context, ns, addr string, n int) (*Replay, erro
 	var mu sync.Mutex
 	failures := 0
 	_ = parallel(ctx, 0, n, 8, func(ctx context.Context, i int) error {
-		if err := postEvent(ctx, client, addr, &list.Items[i]); err != nil {
+		if err := postEvent(ctx, client, addr, "in-cluster", &list.Items[i]); err != nil {
 			mu.Lock()
 			failures++
 			mu.Unlock()

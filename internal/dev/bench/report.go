@@ -33,10 +33,13 @@ type Report struct {
 	// orphan sweep over many namespaces from the caches.
 	RSMemory []*RSMemPoint `json:"rsMemory,omitempty"`
 	Sweep    *SweepScale   `json:"sweep,omitempty"`
-	Errors   []string      `json:"errors,omitempty"`
-	Rows     []Row         `json:"rows"`
-	LogDir   string        `json:"logDir"`
-	JSONPath string        `json:"-"`
+	// Clusters: one replica serving idle clusters; Forward: the fleet's forwarded events.
+	Clusters []*ClusterPoint `json:"clusters,omitempty"`
+	Forward  *ForwardResult  `json:"forward,omitempty"`
+	Errors   []string        `json:"errors,omitempty"`
+	Rows     []Row           `json:"rows"`
+	LogDir   string          `json:"logDir"`
+	JSONPath string          `json:"-"`
 }
 
 // Row is one line of the table: a figure next to its same-run baseline and target.
@@ -152,6 +155,7 @@ func (r *Report) build() {
 			"writes == true orphans", yesNo(g.Deleted == g.TrueOrphans && int(g.APIDeletes) == g.TrueOrphans && g.WouldDelete == g.TrueOrphans))
 	}
 	r.scaleRows(add, floorStr)
+	r.clusterRows(add)
 	for _, m := range r.Memory {
 		diff := 0.0
 		if m.TinyRSS > 0 {
@@ -214,6 +218,30 @@ func (r *Report) scaleRows(add func(fig, meas, base, target, met string), floorS
 		add(fmt.Sprintf("sweep from caches, %d orphans: requests, time", s.Namespaces), fmt.Sprintf("%s, %.2fs, %d deleted", fmtReq(s.FirstRequests), s.FirstSeconds, s.FirstDeleted),
 			"-", "LISTs only to confirm deletes (<= one live plan), 1 GET + 1 DELETE per orphan",
 			yesNo(s.FirstRequests["LIST"] <= s.LiveRequests["LIST"] && s.FirstDeleted == s.Namespaces && s.FirstRequests["GET"] == s.Namespaces && s.FirstRequests["DELETE"] == s.Namespaces))
+	}
+}
+
+// clusterRows are the per-cluster cost of one replica and the fleet's forwarded events.
+func (r *Report) clusterRows(add func(fig, meas, base, target, met string)) {
+	var first *ClusterPoint
+	for _, c := range r.Clusters {
+		if first == nil {
+			first = c
+		}
+		add(fmt.Sprintf("clusters: one replica, %d idle Argo CD clusters + home: RSS, goroutines, all in sync", c.Clusters),
+			fmt.Sprintf("%s (peak %s), %d goroutines, %.1fs", mib(c.RSS), mib(c.HWM), c.Goroutines, c.ReadySeconds), "-", "-", "")
+		if c == first {
+			continue
+		}
+		add(fmt.Sprintf("clusters: per idle cluster, %d against %d: bytes, goroutines", c.Clusters, first.Clusters),
+			fmt.Sprintf("%s, %.0f goroutines", mib(int64(c.BytesPerCluster)), c.GoroutinesPerCluster),
+			fmt.Sprintf("%d clusters: %s, %d goroutines", first.Clusters, mib(first.RSS), first.Goroutines),
+			"< 1 MiB, < 20 goroutines (issue 26)", yesNo(c.BytesPerCluster < 1<<20 && c.GoroutinesPerCluster < 20))
+	}
+	if f := r.Forward; f != nil {
+		add(fmt.Sprintf("fleet of 2, %d clusters: HTTP event forwarded to the owner, POST -> answer p50/p95/p99 (failed)", f.Clusters),
+			fmt.Sprintf("%s (failed %d)", f.Forwarded, f.Failed), "sent to the owner: "+f.Local.String(), "forwarded p99 <= 2x local p99",
+			yesNo(f.Forwarded.N > 0 && f.Forwarded.P99 <= 2*f.Local.P99))
 	}
 }
 

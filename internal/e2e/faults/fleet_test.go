@@ -71,15 +71,15 @@ func (h *fleetHub) addCluster(t *testing.T, name string) {
 	require.NoError(t, err)
 }
 
-// start starts replica id of the fleet.
-func (h *fleetHub) start(t *testing.T, id, prefix string) *service {
+// start starts replica id of the fleet, with extra flags.
+func (h *fleetHub) start(t *testing.T, id, prefix string, extra ...string) *service {
 	t.Helper()
 	port, err := controlplane.FreePort()
 	require.NoError(t, err)
-	s := startService(t, h.b, "--log-level", "info", "--watch", "--watch-namespace", prefix+"-home",
+	s := startService(t, h.b, append([]string{"--log-level", "info", "--watch", "--watch-namespace", prefix + "-home",
 		"--argocd-clusters", h.secrets, "--fleet", "--fleet-namespace", h.leases, "--fleet-shards", "8",
 		"--fleet-identity", id, "--fleet-addr", fmt.Sprintf("127.0.0.1:%d", port),
-		"--fleet-lease-duration", "6s", "--fleet-renew-deadline", "4s", "--fleet-retry-period", "1s")
+		"--fleet-lease-duration", "6s", "--fleet-renew-deadline", "4s", "--fleet-retry-period", "1s"}, extra...)...)
 	h.replicas[id] = s
 	return s
 }
@@ -329,11 +329,12 @@ func TestAFleetOwnsEveryClusterOnceAndAnswersFromAnyReplica(t *testing.T) {
 	}
 }
 
-// joins starts replica id and requires that the clusters that move go to it alone.
-func (h *fleetHub) joins(t *testing.T, names []string, id, prefix string) {
+// joins starts replica id (with extra flags) and requires that the clusters that move go
+// to it alone; it returns how many moved.
+func (h *fleetHub) joins(t *testing.T, names []string, id, prefix string, extra ...string) int {
 	t.Helper()
 	before := h.owners(names)
-	h.start(t, id, prefix)
+	h.start(t, id, prefix, extra...)
 	h.settled(t, names, 90*time.Second)
 	after := h.owners(names)
 	moved := 0
@@ -344,6 +345,7 @@ func (h *fleetHub) joins(t *testing.T, names []string, id, prefix string) {
 		}
 	}
 	t.Logf("replica %s joined %d: %d of %d clusters moved to it", id, h.live()-1, moved, len(names))
+	return moved
 }
 
 // leaseRate measures the Lease requests per second the apiserver serves over d.
