@@ -15,7 +15,7 @@ import (
 // pull iterator and hands each to a handler, at most MaxInFlight at once. The iterator
 // (and the consumer behind it) is replaced when it ends by itself (the consumer was
 // deleted) or when the watchdog finds the pull stalled or the consumer gone; only a stop
-// (Run's context done) ends the loop (docs/design.md, "EventBus subscription").
+// (Run's context done) ends the loop (docs/design.md, "EventBus isolation").
 type puller struct {
 	s   *Subscriber
 	cfg jetstream.ConsumerConfig
