@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +22,8 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
+
+var isolationRuns atomic.Int32
 
 // namedClusters routes each event to the Attacher of its cluster.
 type namedClusters map[string]*core.Attacher
@@ -73,7 +76,7 @@ func counter(t *testing.T, reg *prometheus.Registry, result string) float64 {
 // messages is handled, none given up. The latency goes to the log, not an assertion.
 func TestAHungClustersBacklogLeavesTheEventBusToTheOthers(t *testing.T) {
 	const hungN = 60
-	f := newFixture(t, "eventbus-isolation")
+	f := newFixture(t, fmt.Sprintf("eventbus-isolation-%d", isolationRuns.Add(1))) // -count=N: a namespace each
 	sets := f.workload(hungN+1, hungN+1)
 	hungSets, healthySet := sets[:hungN], sets[hungN:]
 	u, err := url.Parse(sharedCP.RESTConfig().Host)
