@@ -105,8 +105,8 @@ func TestHungClusterEventBusMessagesLeaveHandlersForTheOthers(t *testing.T) {
 	}
 	f := makeFixture(t, cpB, "hung-eventbus", "web", "cfg-web")
 	// A backlog for the hung cluster, before the healthy cluster's event: more than the
-	// handlers, fewer than the consumer's MaxAckPending (4 x MaxInFlight), which the
-	// messages Nak'd with a delay still count against (docs/safety.md).
+	// handlers (a backlog larger than the consumer's window is the EventBus package's
+	// TestAHungClustersBacklogLeavesTheEventBusToTheOthers, docs/design.md "EventBus isolation").
 	for i := range 8 {
 		rs := f.rs.DeepCopy()
 		rs.Name = fmt.Sprintf("hung-%d", i)

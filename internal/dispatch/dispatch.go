@@ -83,6 +83,15 @@ type Answer struct {
 	Class    Class
 	Err      error
 	Response Response
+	// Event is the ReplicaSet the answer is about, as GaveUp takes it: Cluster is the
+	// registered cluster the event reached ("" when it reached none), Namespace, Name and
+	// UID as the response names them. A way in that stops retrying passes it to GaveUp.
+	Event core.Event
+}
+
+// eventOf is the Answer.Event of a response.
+func eventOf(r Response) core.Event {
+	return core.Event{Cluster: r.Cluster, Namespace: r.Namespace, Name: r.ReplicaSet, UID: r.UID}
 }
 
 // Config configures a Dispatcher.
@@ -418,7 +427,7 @@ func newResponse(ev core.Event) Response {
 }
 
 func answer(resp Response, err error) Answer {
-	a := Answer{Class: Classify(err), Err: err, Response: resp}
+	a := Answer{Class: Classify(err), Err: err, Response: resp, Event: eventOf(resp)}
 	if err != nil {
 		a.Response.Error = err.Error()
 		if a.Response.Message == "" {

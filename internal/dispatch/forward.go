@@ -101,5 +101,5 @@ func AnswerOf(c Class, errText, field string, resp Response) Answer {
 	if errText == "" {
 		errText = string(c)
 	}
-	return Answer{Class: c, Err: ErrorOf(c, errText, field), Response: resp}
+	return Answer{Class: c, Err: ErrorOf(c, errText, field), Response: resp, Event: eventOf(resp)}
 }

@@ -59,6 +59,13 @@ type SubscriberOptions struct {
 	Options *core.Options
 	// MaxInFlight bounds the messages being handled at once; default DefaultMaxInFlight.
 	MaxInFlight int
+	// MaxAckPending is the consumer's window of delivered, unanswered messages: those in
+	// flight, those pulled and waiting for a handler, and those Nak'd with a delay (a
+	// cluster answering retry-later), which JetStream keeps in the window until their
+	// redelivery. While fewer than MaxAckPending - 2 x MaxInFlight wait out a delay, the
+	// other clusters' messages keep being delivered (docs/design.md, "EventBus
+	// isolation"); default the larger of DefaultMaxAckPending and 4 x MaxInFlight.
+	MaxAckPending int
 	// AckWait is how long JetStream waits for an ack before redelivering; default 30 s.
 	// Long work sends in-progress heartbeats every AckWait/3.
 	AckWait time.Duration
@@ -89,6 +96,12 @@ type SubscriberOptions struct {
 // GET and PATCH share the apiserver with the creates, and fewer in flight fall behind.
 const DefaultMaxInFlight = 48
 
+// DefaultMaxAckPending is SubscriberOptions.MaxAckPending's default (at least 4 x
+// MaxInFlight): JetStream's own default for a consumer with explicit acks. A cluster that
+// hangs or is down parks its messages in this window, Nak'd with a delay, so the window
+// is sized for a backlog of such messages, not for the messages in flight.
+const DefaultMaxAckPending = 1000
+
 func (o *SubscriberOptions) defaults() error {
 	if o.URL == "" {
 		return core.Invalidf("eventbus-url", "the NATS URL is required")
@@ -101,6 +114,9 @@ func (o *SubscriberOptions) defaults() error {
 	}
 	if o.MaxInFlight <= 0 {
 		o.MaxInFlight = DefaultMaxInFlight
+	}
+	if o.MaxAckPending <= 0 {
+		o.MaxAckPending = max(DefaultMaxAckPending, 4*o.MaxInFlight)
 	}
 	if o.AckWait <= 0 {
 		o.AckWait = 30 * time.Second
@@ -232,13 +248,28 @@ func (s *Subscriber) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	p := newPuller(s, stream, s.consumerConfig())
+	if err := p.start(ctx); err != nil {
+		return err
+	}
+	s.bound.Store(true)
+	s.log.Info("subscribed to the EventBus", "url", RedactURL(s.opts.URL), "stream", s.opts.Stream,
+		"consumer", s.opts.Durable, "subject", s.opts.Subject())
+	s.once.Do(func() { close(s.ready) })
+	p.run(ctx)
+	s.log.Info("EventBus subscription drained")
+	return nil
+}
+
+// consumerConfig is the durable consumer's configuration.
+func (s *Subscriber) consumerConfig() jetstream.ConsumerConfig {
 	cfg := jetstream.ConsumerConfig{
 		Durable:       s.opts.Durable,
 		Description:   "configmap-attacher: ReplicaSet events from the Argo Events EventBus",
 		FilterSubject: s.opts.Subject(),
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       s.opts.AckWait,
-		MaxAckPending: 4 * s.opts.MaxInFlight,
+		MaxAckPending: s.opts.MaxAckPending,
 		DeliverPolicy: jetstream.DeliverNewPolicy,
 		// One more than MaxDeliver: the handler itself terminates and counts the
 		// MaxDeliver-th delivery, so the server's limit never drops a message uncounted.
@@ -247,128 +278,7 @@ func (s *Subscriber) Run(ctx context.Context) error {
 	if s.opts.DeliverAll {
 		cfg.DeliverPolicy = jetstream.DeliverAllPolicy
 	}
-	cons, err := bindConsumer(ctx, stream, cfg)
-	if err != nil {
-		return fmt.Errorf("binding durable consumer %q on stream %q: %w", s.opts.Durable, s.opts.Stream, err)
-	}
-	pullFrom := func(c jetstream.Consumer) (jetstream.MessagesContext, error) {
-		return c.Messages(jetstream.PullMaxMessages(s.opts.MaxInFlight))
-	}
-	first, err := pullFrom(cons)
-	if err != nil {
-		return fmt.Errorf("pulling from consumer %q: %w", s.opts.Durable, err)
-	}
-	s.bound.Store(true)
-	s.log.Info("subscribed to the EventBus", "url", RedactURL(s.opts.URL), "stream", s.opts.Stream,
-		"consumer", s.opts.Durable, "subject", s.opts.Subject())
-	s.once.Do(func() { close(s.ready) })
-
-	// The iterator (and the consumer behind it) is replaced when the watchdog finds the
-	// pull stalled or the consumer gone, or when the iterator ends by itself (the
-	// consumer was deleted); only a stop (ctx done) ends the loop.
-	var (
-		mu       sync.Mutex
-		iter     = first
-		current  = cons
-		stopping bool
-		received atomic.Int64 // when the last message arrived (or Run began)
-	)
-	received.Store(time.Now().UnixNano())
-	go func() {
-		<-ctx.Done()
-		mu.Lock()
-		stopping = true
-		iter.Stop() // stop pulling; Next returns ErrMsgIteratorClosed
-		mu.Unlock()
-	}()
-	sem := make(chan struct{}, s.opts.MaxInFlight)
-	consumer := func() jetstream.Consumer {
-		mu.Lock()
-		defer mu.Unlock()
-		return current
-	}
-	go s.watchdog(ctx, consumer, sem, &received, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if !stopping {
-			iter.Stop()
-		}
-	})
-	// repull re-binds the consumer (re-creating it if it was deleted) and pulls again,
-	// retrying every second until it works or ctx ends (then it returns false).
-	repull := func() bool {
-		for {
-			// A consumer re-created after a deletion starts just before the last message
-			// received, not at "new" messages: nothing published meanwhile is skipped
-			// (what is delivered again is handled idempotently).
-			rcfg := cfg
-			if rcfg.DeliverPolicy == jetstream.DeliverNewPolicy {
-				start := time.Unix(0, received.Load()).Add(-time.Second)
-				rcfg.DeliverPolicy, rcfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &start
-			}
-			c, err := bindConsumer(ctx, stream, rcfg)
-			var next jetstream.MessagesContext
-			if err == nil {
-				next, err = pullFrom(c)
-			}
-			if err == nil {
-				mu.Lock()
-				defer mu.Unlock()
-				if stopping {
-					next.Stop()
-					return false
-				}
-				iter, current = next, c
-				s.bound.Store(true)
-				return true
-			}
-			s.bound.Store(false)
-			s.log.Warn("re-binding the EventBus consumer", "consumer", s.opts.Durable, "err", err)
-			select {
-			case <-ctx.Done():
-				return false
-			case <-time.After(time.Second):
-			}
-		}
-	}
-	var wg sync.WaitGroup
-	// Work runs on its own context: a shutdown lets in-flight messages finish and ack.
-	work := context.WithoutCancel(ctx)
-	for {
-		mu.Lock()
-		it := iter
-		mu.Unlock()
-		msg, err := it.Next()
-		if err != nil {
-			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				mu.Lock()
-				stop := stopping
-				mu.Unlock()
-				if stop || !repull() {
-					break
-				}
-				continue
-			}
-			if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
-				s.bound.Store(false)
-				s.log.Warn("EventBus consumer deleted: re-creating it", "consumer", s.opts.Durable)
-				it.Stop() // the next round re-binds (repull)
-				continue
-			}
-			s.log.Warn("pulling from the EventBus", "err", err)
-			continue
-		}
-		received.Store(time.Now().UnixNano())
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			s.handle(work, msg)
-		}()
-	}
-	wg.Wait()
-	s.log.Info("EventBus subscription drained")
-	return nil
+	return cfg
 }
 
 // bindConsumer returns the durable consumer cfg.Durable of stream, creating it with cfg
@@ -404,45 +314,6 @@ func updateConsumer(ctx context.Context, stream jetstream.Stream, cons jetstream
 		return nil, fmt.Errorf("updating the limits of consumer %q: %w", cfg.Durable, err)
 	}
 	return updated, nil
-}
-
-// watchdog checks every StallTimeout/4 whether the pull is stalled (see stalled) and
-// then calls restart, which makes Run re-create the pull iterator. received is when the
-// last message arrived; idle time counts from it or from the watchdog's last restart.
-func (s *Subscriber) watchdog(ctx context.Context, consumer func() jetstream.Consumer, sem chan struct{}, received *atomic.Int64, restart func()) {
-	t := time.NewTicker(s.opts.StallTimeout / 4)
-	defer t.Stop()
-	var restarted time.Time
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		idle := time.Since(time.Unix(0, max(received.Load(), restarted.UnixNano())))
-		if idle < s.opts.StallTimeout {
-			continue
-		}
-		ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		info, err := consumer().Info(ictx)
-		cancel()
-		if errors.Is(err, jetstream.ErrConsumerNotFound) {
-			// Deleted (e.g. the stream was re-created): re-bind, which re-creates it.
-			s.bound.Store(false)
-			s.log.Warn("EventBus consumer gone: re-creating it", "consumer", s.opts.Durable)
-			restarted = time.Now()
-			restart()
-			continue
-		}
-		if err != nil {
-			continue // disconnected: the client reconnects; Health reports it
-		}
-		if stalled(idle, s.opts.StallTimeout, info.NumPending, info.NumAckPending, info.Config.MaxAckPending, len(sem), cap(sem)) {
-			s.log.Warn("EventBus pull stalled: re-creating it", "pending", info.NumPending, "idle", idle.Round(time.Second))
-			restarted = time.Now()
-			restart()
-		}
-	}
 }
 
 // stalled reports whether a pull consumer looks stuck: nothing received for at least
@@ -526,30 +397,13 @@ func (s *Subscriber) process(ctx context.Context, data []byte) dispatch.Answer {
 	return s.d.Dispatch(ctx, dispatch.Request{Path: dispatch.PathEventBus, Options: s.spec, Event: dec.CoreEvent()})
 }
 
-// answer answers JetStream for a (safety rule 8) and returns what it answered: done or
-// ignored → Ack; bad input, a refusal or a permanent failure → Term (a retry cannot
-// help); a retryable class → Nak with a growing delay, or Term and counted as given up
-// on the MaxDeliver-th delivery.
+// answer answers JetStream for a (safety rule 8) and returns what it answered (decide).
 func (s *Subscriber) answer(ctx context.Context, msg jetstream.Msg, a dispatch.Answer) Outcome {
-	outcome := Classify(a.Class)
-	var delay time.Duration
-	if outcome == OutcomeNak {
-		md, err := msg.Metadata()
-		// A stop on the last delivery is not a reason to give up: the consumer allows one
-		// delivery more than MaxDeliver (see Run), which a stopping replica leaves to the next.
-		last := uint64(s.opts.MaxDeliver)
-		if a.Class == dispatch.ClassShuttingDown || a.Class == dispatch.ClassCanceled {
-			last++
-		}
-		if err == nil && md.NumDelivered >= last {
-			r := a.Response
-			s.d.GaveUp(dispatch.PathEventBus, core.Event{Cluster: r.Cluster, Namespace: r.Namespace, Name: r.ReplicaSet, UID: r.UID},
-				"max-deliver", fmt.Errorf("%d deliveries: %w", md.NumDelivered, a.Err))
-			outcome = OutcomeTerm
-		}
-		delay = s.nakDelay(md, err)
+	d := s.decide(a, msg.Metadata)
+	if d.giveUp {
+		s.d.GaveUp(dispatch.PathEventBus, a.Event, "max-deliver", fmt.Errorf("%d deliveries: %w", d.delivered, a.Err))
 	}
-	switch outcome {
+	switch d.outcome {
 	case OutcomeAck:
 		// The ack's confirmation is awaited for at most AckConfirmTimeout: when the
 		// connection drops mid-ack the reply never comes, and waiting for it would hold
@@ -565,11 +419,49 @@ func (s *Subscriber) answer(ctx context.Context, msg jetstream.Msg, a dispatch.A
 	case OutcomeTerm:
 		_ = msg.TermWithReason(a.Err.Error())
 	case OutcomeNak:
-		_ = msg.NakWithDelay(delay)
+		_ = msg.NakWithDelay(d.delay)
 	}
-	return outcome
+	return d.outcome
 }
 
+// decision is how one answer is answered to JetStream.
+type decision struct {
+	outcome Outcome
+	// delay is a Nak's redelivery delay.
+	delay time.Duration
+	// giveUp: a retryable answer on the last delivery, terminated and counted as given
+	// up (Dispatcher.GaveUp); delivered is the delivery count it ends on.
+	giveUp    bool
+	delivered uint64
+}
+
+// decide maps a to its JetStream answer: done or ignored → Ack; bad input, a refusal or
+// a permanent failure → Term (a retry cannot help); a retryable class → Nak with a
+// delay doubling per delivery (nakDelay), which keeps the message for a redelivery
+// (docs/design.md, "EventBus isolation"), or Term and given up on the MaxDeliver-th
+// delivery. metadata (the message's delivery count) is read only for a retryable class.
+func (s *Subscriber) decide(a dispatch.Answer, metadata func() (*jetstream.MsgMetadata, error)) decision {
+	d := decision{outcome: Classify(a.Class)}
+	if d.outcome != OutcomeNak {
+		return d
+	}
+	md, err := metadata()
+	// A stop on the last delivery is not a reason to give up: the consumer allows one
+	// delivery more than MaxDeliver (see consumerConfig), which a stopping replica leaves
+	// to the next.
+	last := uint64(s.opts.MaxDeliver)
+	if a.Class == dispatch.ClassShuttingDown || a.Class == dispatch.ClassCanceled {
+		last++
+	}
+	if err == nil && md.NumDelivered >= last {
+		d.outcome, d.giveUp, d.delivered = OutcomeTerm, true, md.NumDelivered
+	}
+	d.delay = s.nakDelay(md, err)
+	return d
+}
+
+// nakDelay is the redelivery delay of a retryable answer: NakDelay doubled per earlier
+// delivery, at most MaxNakDelay (NakDelay when the delivery count is unknown).
 func (s *Subscriber) nakDelay(md *jetstream.MsgMetadata, err error) time.Duration {
 	d := s.opts.NakDelay
 	if err == nil {
