@@ -65,7 +65,7 @@ func (r *Registry) admissionLocked() (map[string]*claim, map[string]refusal) {
 		if m.secret == "" {
 			staticName[m.c.Spec.Name] = m.c.Spec.Origin
 			srv := normalServer(m.c.Spec.Server())
-			byServer[srv] = append(byServer[srv], scope{who: m.c.Spec.Origin, static: true, nss: m.c.Spec.Namespaces})
+			byServer[srv] = append(byServer[srv], scope{who: m.c.Spec.Origin, static: true, nss: r.namespacesOf(m.c.Spec)})
 		}
 	}
 	keys := sortedKeys(r.claims)
@@ -74,7 +74,7 @@ func (r *Registry) admissionLocked() (map[string]*claim, map[string]refusal) {
 			byName[c.spec.Name] = append(byName[c.spec.Name], k)
 			if staticName[c.spec.Name] == "" { // refused anyway: it takes no server
 				srv := normalServer(c.spec.Server())
-				byServer[srv] = append(byServer[srv], scope{who: k, nss: c.spec.Namespaces})
+				byServer[srv] = append(byServer[srv], scope{who: k, nss: r.namespacesOf(c.spec)})
 			}
 		}
 	}
@@ -85,7 +85,7 @@ func (r *Registry) admissionLocked() (map[string]*claim, map[string]refusal) {
 		if c.err != nil {
 			continue
 		}
-		if rf, ok := refuseClaim(c, staticName, byName, byServer); ok {
+		if rf, ok := r.refuseClaim(c, staticName, byName, byServer); ok {
 			refused[k] = rf
 			continue
 		}
@@ -114,7 +114,7 @@ type scope struct {
 }
 
 // refuseClaim says why the valid claim c is not served, if it is not (admissionLocked).
-func refuseClaim(c *claim, staticName map[string]string, byName map[string][]string, byServer map[string][]scope) (refusal, bool) {
+func (r *Registry) refuseClaim(c *claim, staticName map[string]string, byName map[string][]string, byServer map[string][]scope) (refusal, bool) {
 	k, name := c.key, c.spec.Name
 	if staticName[name] != "" {
 		return refusal{ReasonNameTaken, fmt.Sprintf("cluster name %q is already registered by %s", name, staticName[name]), nil}, true
@@ -125,9 +125,10 @@ func refuseClaim(c *claim, staticName map[string]string, byName map[string][]str
 			name, strings.Join(others, ", ")), others}, true
 	}
 	var static, others []string
+	mine := r.namespacesOf(c.spec)
 	for _, o := range byServer[normalServer(c.spec.Server())] {
 		switch {
-		case o.who == k || !namespacesOverlap(o.nss, c.spec.Namespaces):
+		case o.who == k || !namespacesOverlap(o.nss, mine):
 		case o.static:
 			static = append(static, o.who)
 		default:
@@ -137,12 +138,25 @@ func refuseClaim(c *claim, staticName map[string]string, byName map[string][]str
 	switch {
 	case len(static) > 0:
 		return refusal{ReasonDuplicateServer, fmt.Sprintf("server %s (%s) is already served as %s", c.spec.Server(),
-			describeNamespaces(c.spec.Namespaces), strings.Join(static, ", ")), nil}, true
+			describeNamespaces(mine), strings.Join(static, ", ")), nil}, true
 	case len(others) > 0:
 		return refusal{ReasonDuplicateServer, fmt.Sprintf("server %s (%s) is also named by Secret %s with overlapping namespaces: none of them is served until only one names it or their namespaces are disjoint",
-			c.spec.Server(), describeNamespaces(c.spec.Namespaces), strings.Join(others, ", ")), others}, true
+			c.spec.Server(), describeNamespaces(mine), strings.Join(others, ", ")), others}, true
 	}
 	return refusal{}, false
+}
+
+// namespacesOf returns the namespaces cluster sp's caches, watchers and sweeps are
+// limited to (empty: all): its own (an Argo CD Secret's "namespaces"), else the
+// service's (serve --watch-namespace, RuntimeOptions.Namespace), as buildCaches does.
+func (r *Registry) namespacesOf(sp Spec) []string {
+	switch {
+	case len(sp.Namespaces) > 0:
+		return sp.Namespaces
+	case r.opts.Runtime.Namespace != "":
+		return []string{r.opts.Runtime.Namespace}
+	}
+	return nil
 }
 
 // namespacesOverlap reports whether two clusters limited to namespaces a and b (empty:

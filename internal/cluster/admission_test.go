@@ -110,18 +110,20 @@ func TestDuplicateServerRefusedOnlyWhenNamespacesOverlap(t *testing.T) {
 // cluster (all namespaces) keeps its server; a Secret for it is refused.
 func TestSecretForAStaticClustersServerRefusedUnlessNamespacesAreDisjoint(t *testing.T) {
 	for _, tt := range []struct {
-		name, staticNamespaces string
-		served                 bool
+		name, staticNamespaces, watchNamespace string
+		served                                 bool
 	}{
 		{name: "static cluster of all namespaces", served: false},
 		{name: "static cluster of other namespaces", staticNamespaces: "hub", served: true},
 		{name: "static cluster of the same namespace", staticNamespaces: "team-a", served: false},
+		{name: "every cluster cached in another namespace (--watch-namespace)", watchNamespace: "hub", served: true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			hub, err := specFromSecret(named(argoSecret(map[string]string{"name": "hub", "server": "https://127.0.0.1:6443",
 				"namespaces": tt.staticNamespaces}), "hub"), nil)
 			require.NoError(t, err)
-			r := &Registry{members: map[string]*member{"hub": {c: Cluster{Spec: hub}}}, secrets: map[string]string{}, claims: map[string]*claim{}}
+			r := &Registry{members: map[string]*member{"hub": {c: Cluster{Spec: hub}}}, secrets: map[string]string{}, claims: map[string]*claim{},
+				opts: Options{Runtime: RuntimeOptions{Namespace: tt.watchNamespace}}}
 			c := r.newClaim(named(argoSecret(map[string]string{"name": "team-a", "server": "https://localhost:6443", "namespaces": "team-a"}), "team-a"))
 			r.claims[c.key] = c
 			admit, refused := r.admissionLocked()

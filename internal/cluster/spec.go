@@ -304,33 +304,8 @@ func specFromSecret(s *corev1.Secret, exec *ExecPolicy) (Spec, error) {
 		if cfg, err = rest.InClusterConfig(); err != nil {
 			return fail("in-cluster server %s: %v", ArgoCDInClusterServer, err)
 		}
-	} else {
-		cfg = &rest.Config{
-			Host:        server,
-			BearerToken: cc.BearerToken,
-			Username:    cc.Username,
-			Password:    cc.Password,
-			TLSClientConfig: rest.TLSClientConfig{
-				Insecure:   cc.TLSClientConfig.Insecure,
-				ServerName: cc.TLSClientConfig.ServerName,
-				CAData:     cc.TLSClientConfig.CAData,
-				CertData:   cc.TLSClientConfig.CertData,
-				KeyData:    cc.TLSClientConfig.KeyData,
-			},
-			DisableCompression: cc.DisableCompression,
-		}
-		if (len(cc.TLSClientConfig.CertData) > 0) != (len(cc.TLSClientConfig.KeyData) > 0) {
-			return fail(`"config".tlsClientConfig: certData and keyData go together`)
-		}
-		if e := cc.ExecProviderConfig; e != nil {
-			if plugin, err = allowedPlugin(e, exec); err != nil {
-				return fail("%w", err)
-			}
-			cfg.BearerToken, cfg.BearerTokenFile, cfg.Username, cfg.Password = "", "", "", ""
-		}
-		if err := applyProxy(cfg, cc.ProxyURL); err != nil {
-			return fail("%w", err)
-		}
+	} else if cfg, plugin, err = secretConfig(server, cc, exec); err != nil {
+		return fail("%w", err)
 	}
 	cfg.UserAgent = kube.UserAgent
 	cfg.QPS, cfg.Burst = 50, 100
@@ -338,6 +313,40 @@ func specFromSecret(s *corev1.Secret, exec *ExecPolicy) (Spec, error) {
 		plugin.base = cfg
 	}
 	return Spec{Name: name, Source: SourceArgoCD, Origin: "Argo CD Secret " + key, Config: cfg, Namespaces: nss, exec: plugin}, nil
+}
+
+// secretConfig is the client configuration of a Secret's "config" for server, and its
+// allowed credential plugin (nil without one).
+func secretConfig(server string, cc argoClusterConfig, exec *ExecPolicy) (*rest.Config, *execPlugin, error) {
+	cfg := &rest.Config{
+		Host:        server,
+		BearerToken: cc.BearerToken,
+		Username:    cc.Username,
+		Password:    cc.Password,
+		TLSClientConfig: rest.TLSClientConfig{
+			Insecure:   cc.TLSClientConfig.Insecure,
+			ServerName: cc.TLSClientConfig.ServerName,
+			CAData:     cc.TLSClientConfig.CAData,
+			CertData:   cc.TLSClientConfig.CertData,
+			KeyData:    cc.TLSClientConfig.KeyData,
+		},
+		DisableCompression: cc.DisableCompression,
+	}
+	if (len(cc.TLSClientConfig.CertData) > 0) != (len(cc.TLSClientConfig.KeyData) > 0) {
+		return nil, nil, errors.New(`"config".tlsClientConfig: certData and keyData go together`)
+	}
+	var plugin *execPlugin
+	if e := cc.ExecProviderConfig; e != nil {
+		var err error
+		if plugin, err = allowedPlugin(e, exec); err != nil {
+			return nil, nil, err
+		}
+		cfg.BearerToken, cfg.BearerTokenFile, cfg.Username, cfg.Password = "", "", "", ""
+	}
+	if err := applyProxy(cfg, cc.ProxyURL); err != nil {
+		return nil, nil, err
+	}
+	return cfg, plugin, nil
 }
 
 // applyProxy sets cfg's proxy to proxyURL ("" leaves it unset).
