@@ -200,8 +200,13 @@ type execRoundTripper struct {
 	next http.RoundTripper
 }
 
-// RoundTrip implements http.RoundTripper.
+// RoundTrip implements http.RoundTripper. A request that already carries credentials
+// (a kubeconfig user with a token beside its exec plugin) is sent as it is, without a
+// run, as client-go's exec authenticator does; a Secret's plugin replaces its token.
 func (t execRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Header.Get("Authorization") != "" {
+		return t.next.RoundTrip(req)
+	}
 	tok, err := t.e.get(req.Context())
 	if err != nil {
 		return nil, err

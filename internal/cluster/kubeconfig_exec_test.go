@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -139,4 +142,26 @@ func TestKubeconfigExecPluginTakenOverFromClientGo(t *testing.T) {
 	assert.NotSame(t, one.creds, two.creds, "a runner per registration")
 	one.closeCredentials()
 	assert.NoError(t, two.creds.life.Err(), "closing one registration leaves the other's runner alive")
+}
+
+// TestKubeconfigTokenBesideAnExecPluginIsSentWithoutARun: as with client-go, a
+// kubeconfig user's static credentials win over its exec plugin, which is not run.
+func TestKubeconfigTokenBesideAnExecPluginIsSentWithoutARun(t *testing.T) {
+	var seen []string
+	ts := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		seen = append(seen, r.Header.Get("Authorization"))
+	}))
+	defer ts.Close()
+	cfg := &rest.Config{Host: ts.URL, BearerToken: "static",
+		ExecProvider: &clientcmdapi.ExecConfig{Command: "/nonexistent/plugin", APIVersion: "client.authentication.k8s.io/v1"}}
+	sp, err := Spec{Name: "c", Config: cfg}.withCredentials(time.Second)
+	require.NoError(t, err)
+	defer sp.closeCredentials()
+	rc, err := rest.HTTPClientFor(sp.Config)
+	require.NoError(t, err)
+	resp, err := rc.Get(ts.URL)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, []string{"Bearer static"}, seen)
+	assert.Zero(t, sp.creds.Runs(), "the plugin did not run")
 }
