@@ -231,7 +231,7 @@ func (o *ServeOptions) ServerOptions() server.Options {
 		ClusterName: o.ClusterName, Namespace: o.Namespace, MaxInFlight: o.MaxInFlight, ExecuteTimeout: o.ExecuteTimeout,
 		MaxBodyBytes: o.MaxBodyBytes, ShutdownTimeout: o.ShutdownTimeout, AllowSecrets: o.AllowSecrets,
 		BlockOwnerDeletion: o.BlockOwnerDeletion, ProbeInterval: o.ClusterProbeInterval, ReplicaSetWait: o.replicaSetWait(),
-		ProfilingAddr: o.ProfilingAddr}
+		ProfilingAddr: o.ProfilingAddr, ExecTimeout: o.Trust.ExecTimeout}
 }
 
 // replicaSetWait is --replicaset-wait-timeout as cache.Options.ReplicaSetWait takes it

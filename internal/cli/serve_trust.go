@@ -32,7 +32,7 @@ func DefaultClusterTrustFlags() ClusterTrustFlags {
 // AddFlags binds the flags.
 func (f *ClusterTrustFlags) AddFlags(fs *pflag.FlagSet) {
 	addExecPluginFlag(fs, &f.ExecPlugins)
-	fs.DurationVar(&f.ExecTimeout, "exec-plugin-timeout", f.ExecTimeout, "bound of one credential plugin run (it is killed, with its children, beyond); a failed plugin is retried after a growing backoff, never in a loop")
+	fs.DurationVar(&f.ExecTimeout, "exec-plugin-timeout", f.ExecTimeout, "bound of one credential plugin run, a cluster Secret's or a kubeconfig context's (it is killed, with its children, beyond); a failed plugin is retried after a growing backoff, never in a loop")
 	fs.IntVar(&f.MaxClusters, "max-clusters", f.MaxClusters, "most clusters served, static ones included; Argo CD cluster Secrets beyond are refused (reason cluster-cap); 0: no cap")
 	fs.DurationVar(&f.RequestTimeout, "cluster-request-timeout", f.RequestTimeout, "bound of every request to a served cluster but watches")
 }
@@ -56,6 +56,6 @@ func (f *ClusterTrustFlags) apply(ro *cluster.Options) error {
 	if err != nil {
 		return err
 	}
-	ro.ExecPlugins, ro.MaxClusters, ro.RequestTimeout = p, f.MaxClusters, f.RequestTimeout
+	ro.ExecPlugins, ro.ExecTimeout, ro.MaxClusters, ro.RequestTimeout = p, f.ExecTimeout, f.MaxClusters, f.RequestTimeout
 	return nil
 }

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
+	"path"
+	"slices"
 	"sort"
 	"strings"
 
@@ -44,22 +47,25 @@ type refusal struct {
 // (r.claims), the same way whatever order they arrived in, so that a restart decides
 // as the running service did:
 //
-//   - a name or server of a static cluster (flags, kubeconfig) is refused
-//     (name-taken, duplicate-server);
+//   - a name of a static cluster (flags, kubeconfig) is refused (name-taken), and so is
+//     its server unless the namespaces are disjoint (duplicate-server);
 //   - a name claimed by two or more Secrets is served by none of them until only one
-//     is left (duplicate-name); so is a server URL under two or more names
-//     (duplicate-server): two registrations would sweep one cluster twice;
+//     is left (duplicate-name); so is one API server (normalServer) named by Secrets
+//     whose namespaces overlap (duplicate-server): two registrations would sweep the
+//     same objects twice. Disjoint namespaces ("team-a" and "team-b") are two logical
+//     clusters of one apiserver, each limited to its own namespaces, and are served;
 //   - beyond Options.MaxClusters the Secrets are refused (cluster-cap): those already
 //     served keep their place, the others are admitted in Secret name order.
 //
 // It returns the claims to serve and the refusals by Secret key. r.mu must be held.
 func (r *Registry) admissionLocked() (map[string]*claim, map[string]refusal) {
-	byName, byServer := map[string][]string{}, map[string][]string{}
-	staticName, staticServer := map[string]string{}, map[string]string{}
+	byName := map[string][]string{}
+	staticName, byServer := map[string]string{}, map[string][]scope{}
 	for _, m := range r.members {
 		if m.secret == "" {
 			staticName[m.c.Spec.Name] = m.c.Spec.Origin
-			staticServer[normalServer(m.c.Spec.Server())] = m.c.Spec.Origin
+			srv := normalServer(m.c.Spec.Server())
+			byServer[srv] = append(byServer[srv], scope{who: m.c.Spec.Origin, static: true, nss: r.namespacesOf(m.c.Spec)})
 		}
 	}
 	keys := sortedKeys(r.claims)
@@ -67,7 +73,8 @@ func (r *Registry) admissionLocked() (map[string]*claim, map[string]refusal) {
 		if c := r.claims[k]; c.err == nil {
 			byName[c.spec.Name] = append(byName[c.spec.Name], k)
 			if staticName[c.spec.Name] == "" { // refused anyway: it takes no server
-				byServer[normalServer(c.spec.Server())] = append(byServer[normalServer(c.spec.Server())], k)
+				srv := normalServer(c.spec.Server())
+				byServer[srv] = append(byServer[srv], scope{who: k, nss: r.namespacesOf(c.spec)})
 			}
 		}
 	}
@@ -78,23 +85,11 @@ func (r *Registry) admissionLocked() (map[string]*claim, map[string]refusal) {
 		if c.err != nil {
 			continue
 		}
-		srv := normalServer(c.spec.Server())
-		switch {
-		case staticName[c.spec.Name] != "":
-			refused[k] = refusal{ReasonNameTaken, fmt.Sprintf("cluster name %q is already registered by %s", c.spec.Name, staticName[c.spec.Name]), nil}
-		case len(byName[c.spec.Name]) > 1:
-			others := without(byName[c.spec.Name], k)
-			refused[k] = refusal{ReasonDuplicateName, fmt.Sprintf("cluster name %q is also claimed by Secret %s: neither is served until one is deleted or renamed",
-				c.spec.Name, strings.Join(others, ", ")), others}
-		case staticServer[srv] != "":
-			refused[k] = refusal{ReasonDuplicateServer, fmt.Sprintf("server %s is already served as %s", c.spec.Server(), staticServer[srv]), nil}
-		case len(byServer[srv]) > 1:
-			others := without(byServer[srv], k)
-			refused[k] = refusal{ReasonDuplicateServer, fmt.Sprintf("server %s is also named by Secret %s: none of them is served until only one names it",
-				c.spec.Server(), strings.Join(others, ", ")), others}
-		default:
-			fit = append(fit, k)
+		if rf, ok := r.refuseClaim(c, staticName, byName, byServer); ok {
+			refused[k] = rf
+			continue
 		}
+		fit = append(fit, k)
 	}
 	admit := map[string]*claim{}
 	room := r.opts.MaxClusters - len(staticName)
@@ -108,6 +103,81 @@ func (r *Registry) admissionLocked() (map[string]*claim, map[string]refusal) {
 		admit[k] = r.claims[k]
 	}
 	return admit, refused
+}
+
+// scope is one cluster of an API server: the Secret (namespace/name) or static
+// cluster's origin that names it, and the namespaces it is limited to (empty: all).
+type scope struct {
+	who    string
+	static bool
+	nss    []string
+}
+
+// refuseClaim says why the valid claim c is not served, if it is not (admissionLocked).
+func (r *Registry) refuseClaim(c *claim, staticName map[string]string, byName map[string][]string, byServer map[string][]scope) (refusal, bool) {
+	k, name := c.key, c.spec.Name
+	if staticName[name] != "" {
+		return refusal{ReasonNameTaken, fmt.Sprintf("cluster name %q is already registered by %s", name, staticName[name]), nil}, true
+	}
+	if len(byName[name]) > 1 {
+		others := without(byName[name], k)
+		return refusal{ReasonDuplicateName, fmt.Sprintf("cluster name %q is also claimed by Secret %s: neither is served until one is deleted or renamed",
+			name, strings.Join(others, ", ")), others}, true
+	}
+	var static, others []string
+	mine := r.namespacesOf(c.spec)
+	for _, o := range byServer[normalServer(c.spec.Server())] {
+		switch {
+		case o.who == k || !namespacesOverlap(o.nss, mine):
+		case o.static:
+			static = append(static, o.who)
+		default:
+			others = append(others, o.who)
+		}
+	}
+	switch {
+	case len(static) > 0:
+		return refusal{ReasonDuplicateServer, fmt.Sprintf("server %s (%s) is already served as %s", c.spec.Server(),
+			describeNamespaces(mine), strings.Join(static, ", ")), nil}, true
+	case len(others) > 0:
+		return refusal{ReasonDuplicateServer, fmt.Sprintf("server %s (%s) is also named by Secret %s with overlapping namespaces: none of them is served until only one names it or their namespaces are disjoint",
+			c.spec.Server(), describeNamespaces(mine), strings.Join(others, ", ")), others}, true
+	}
+	return refusal{}, false
+}
+
+// namespacesOf returns the namespaces cluster sp's caches, watchers and sweeps are
+// limited to (empty: all): its own (an Argo CD Secret's "namespaces"), else the
+// service's (serve --watch-namespace, RuntimeOptions.Namespace), as buildCaches does.
+func (r *Registry) namespacesOf(sp Spec) []string {
+	switch {
+	case len(sp.Namespaces) > 0:
+		return sp.Namespaces
+	case r.opts.Runtime.Namespace != "":
+		return []string{r.opts.Runtime.Namespace}
+	}
+	return nil
+}
+
+// namespacesOverlap reports whether two clusters limited to namespaces a and b (empty:
+// all) share a namespace.
+func namespacesOverlap(a, b []string) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return true
+	}
+	for _, ns := range a {
+		if slices.Contains(b, ns) {
+			return true
+		}
+	}
+	return false
+}
+
+func describeNamespaces(nss []string) string {
+	if len(nss) == 0 {
+		return "all namespaces"
+	}
+	return "namespaces " + strings.Join(nss, ", ")
 }
 
 // servedLocked reports whether Secret key's cluster is registered now.
@@ -126,22 +196,46 @@ func without(keys []string, k string) []string {
 	return out
 }
 
-// normalServer is an API server URL as a key: scheme and host lower-case, the
-// default port and trailing slashes dropped.
-func normalServer(s string) string {
+// normalServer is an API server URL as a key, so that one apiserver written several
+// ways is one server (docs/safety.md): scheme and host lower case, the default port
+// dropped, the path cleaned and its trailing slashes dropped, a host name's trailing
+// dot dropped, an IP address in canonical form (::ffff:10.0.0.1 is 10.0.0.1),
+// "localhost" (and *.localhost) and every loopback address one host, and in a Pod
+// kubernetes.default.svc[.cluster.local] the Service address the Pod's environment
+// names (KUBERNETES_SERVICE_HOST, which rest.InClusterConfig uses). No DNS lookup is
+// made: two other names of one address are two servers here (a lookup would make
+// admission wait on the network and change its decision with DNS answers).
+func normalServer(s string) string { return normalServerIn(s, os.Getenv("KUBERNETES_SERVICE_HOST")) }
+
+// normalServerIn is normalServer in a Pod whose Kubernetes Service host is svcHost ("":
+// not in a Pod).
+func normalServerIn(s, svcHost string) string {
 	u, err := url.Parse(strings.TrimSpace(s))
 	if err != nil || u.Host == "" {
-		return strings.ToLower(strings.TrimRight(s, "/"))
+		return strings.ToLower(strings.TrimRight(strings.TrimSpace(s), "/"))
 	}
-	host := strings.ToLower(u.Hostname())
+	scheme := strings.ToLower(u.Scheme)
+	host := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
+	if svcHost != "" && (host == "kubernetes.default.svc" || host == "kubernetes.default.svc.cluster.local") {
+		host = strings.ToLower(svcHost)
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		host = ip.String()
+	}
+	if ip := net.ParseIP(host); (ip != nil && ip.IsLoopback()) || host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		host = "localhost"
+	}
 	port := u.Port()
-	if (u.Scheme == "https" && port == "443") || (u.Scheme == "http" && port == "80") {
+	if (scheme == "https" && port == "443") || (scheme == "http" && port == "80") {
 		port = ""
 	}
 	if port != "" {
 		host = net.JoinHostPort(host, port)
+	} else if strings.Contains(host, ":") {
+		host = "[" + host + "]"
 	}
-	return strings.ToLower(u.Scheme) + "://" + host + strings.TrimRight(u.EscapedPath(), "/")
+	p := strings.TrimRight(path.Clean("/"+u.EscapedPath()), "/")
+	return scheme + "://" + host + p
 }
 
 // newClaim reads Secret s into a claim.
@@ -149,7 +243,7 @@ func (r *Registry) newClaim(s *corev1.Secret) *claim {
 	key := s.Namespace + "/" + s.Name
 	c := &claim{key: key, fp: fingerprint(s), uid: s.UID, name: strings.TrimSpace(secretValue(s, "name")),
 		server: strings.TrimSpace(secretValue(s, "server")), pin: shardPin(s)}
-	c.spec, c.err = SpecFromSecretAllowing(s, r.opts.ExecPlugins)
+	c.spec, c.err = specFromSecret(s, r.opts.ExecPlugins) // no credentials: each registration binds its own
 	if c.err != nil {
 		c.reason = ReasonInvalid
 		if isExecRefusal(c.err) {

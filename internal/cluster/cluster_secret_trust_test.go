@@ -32,6 +32,7 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/internal/gc"
 	"github.com/configmap-attacher/configmap-attacher/internal/server"
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
 
 // pluginScript writes an executable shell script and returns its path.
@@ -212,8 +213,9 @@ func TestHungCredentialPluginStallsNoOtherCluster(t *testing.T) {
 	good.Namespace = argocd
 	_, err = secrets.Create(ctx, good, metav1.CreateOptions{})
 	require.NoError(t, err)
-	// The same apiserver under another host name: not a duplicate server.
-	hungURL := strings.Replace(b.ServerURL(), "127.0.0.1", "localhost", 1)
+	// The same apiserver through a loopback proxy: another address, not a duplicate
+	// server (two Secrets for b's address would be refused, duplicate-server).
+	hungURL := "https://" + testfix.NewCutProxy(t, strings.TrimPrefix(b.ServerURL(), "https://")).Addr()
 	_, err = secrets.Create(ctx, execClusterSecret(argocd, "hung", "hung", hungURL, plugin, pidFile), metav1.CreateOptions{})
 	require.NoError(t, err)
 
@@ -471,7 +473,7 @@ func TestClustersBeyondTheCapAreRefused(t *testing.T) {
 	})
 	second := cluster.ForTestArgoCDSecret("a-second", "second", b) // sorts first: the cap keeps "first"
 	second.Namespace = argocd
-	second.StringData["server"] = strings.Replace(b.ServerURL(), "127.0.0.1", "localhost", 1)
+	second.StringData["server"] = "https://" + testfix.NewCutProxy(t, strings.TrimPrefix(b.ServerURL(), "https://")).Addr()
 	_, err = secrets.Create(ctx, second, metav1.CreateOptions{})
 	require.NoError(t, err)
 	controlplane.Eventually(t, 30*time.Second, "second refused by the cap", func() error {

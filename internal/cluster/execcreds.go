@@ -41,6 +41,8 @@ type execCreds struct {
 	args, env        []string
 	timeout          time.Duration
 	now              func() time.Time
+	// cluster is KUBERNETES_EXEC_INFO's spec.cluster; nil: none.
+	cluster json.RawMessage
 
 	life   context.Context
 	cancel context.CancelFunc
@@ -135,6 +137,9 @@ func (e *execCreds) exec() (string, time.Time, error) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, e.path, e.args...)
 	info := fmt.Sprintf(`{"apiVersion":%q,"kind":"ExecCredential","spec":{"interactive":false}}`, e.apiVersion)
+	if e.cluster != nil {
+		info = fmt.Sprintf(`{"apiVersion":%q,"kind":"ExecCredential","spec":{"interactive":false,"cluster":%s}}`, e.apiVersion, e.cluster)
+	}
 	cmd.Env = append(append(os.Environ(), e.env...), ExecInfoEnv+"="+info)
 	var stdout, stderr limitedBuffer
 	stdout.max, stderr.max = execMaxOutput, 4096
@@ -195,8 +200,13 @@ type execRoundTripper struct {
 	next http.RoundTripper
 }
 
-// RoundTrip implements http.RoundTripper.
+// RoundTrip implements http.RoundTripper. A request that already carries credentials
+// (a kubeconfig user with a token beside its exec plugin) is sent as it is, without a
+// run, as client-go's exec authenticator does; a Secret's plugin replaces its token.
 func (t execRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Header.Get("Authorization") != "" {
+		return t.next.RoundTrip(req)
+	}
 	tok, err := t.e.get(req.Context())
 	if err != nil {
 		return nil, err

@@ -23,6 +23,7 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/internal/ingress/eventbus"
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/natsserver"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
 
 // TestHungClusterEventBusMessagesLeaveHandlersForTheOthers (rule 13): a cluster whose
@@ -60,7 +61,7 @@ func TestHungClusterEventBusMessagesLeaveHandlersForTheOthers(t *testing.T) {
 		"execProviderConfig": map[string]any{"command": plugin, "apiVersion": "client.authentication.k8s.io/v1beta1"}})
 	hung := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "hung", Namespace: argocd,
 		Labels: map[string]string{ArgoCDSecretTypeLabel: ArgoCDSecretTypeCluster}},
-		StringData: map[string]string{"name": "hung", "server": strings.Replace(cpB.ServerURL(), "127.0.0.1", "localhost", 1), "config": string(cfg)}}
+		StringData: map[string]string{"name": "hung", "server": "https://" + testfix.NewCutProxy(t, strings.TrimPrefix(cpB.ServerURL(), "https://")).Addr(), "config": string(cfg)}}
 	for _, s := range []*corev1.Secret{good, hung} {
 		_, err := secrets.Create(ctx, s, metav1.CreateOptions{})
 		require.NoError(t, err)

@@ -26,6 +26,7 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/internal/gc"
 	"github.com/configmap-attacher/configmap-attacher/internal/server"
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
 
 func breakLogger(t *testing.T) *slog.Logger {
@@ -208,6 +209,7 @@ func TestArgoCDSecretChangesWhileServing(t *testing.T) {
 	registered := eventBroadcasters()
 
 	planes := []*controlplane.ControlPlane{b, a}
+	toA := testfix.NewCutProxy(t, strings.TrimPrefix(a.ServerURL(), "https://"))
 	const changes = 8
 	for i := 1; i <= changes; i++ {
 		cp := planes[i%2]
@@ -215,8 +217,8 @@ func TestArgoCDSecretChangesWhileServing(t *testing.T) {
 		require.NoError(t, err)
 		fresh := cluster.ForTestArgoCDSecret("member", fmt.Sprintf("member-%d", i), cp)
 		if cp == a {
-			// Not the hub's URL: one server under two names would be refused.
-			fresh.StringData["server"] = strings.Replace(a.ServerURL(), "127.0.0.1", "localhost", 1)
+			// Not the hub's address (one server under two names would be refused): a loopback proxy.
+			fresh.StringData["server"] = "https://" + toA.Addr()
 		}
 		cur.Data = nil
 		cur.StringData = fresh.StringData

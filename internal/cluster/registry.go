@@ -73,6 +73,10 @@ type Options struct {
 	// ExecPlugins are the credential plugins Argo CD cluster Secrets may name
 	// (serve --allow-exec-plugin); nil allows none.
 	ExecPlugins *ExecPolicy
+	// ExecTimeout bounds one run of a kubeconfig context's exec plugin (serve
+	// --exec-plugin-timeout), which the registry runs instead of client-go; zero:
+	// ExecPlugins' timeout, else DefaultExecTimeout.
+	ExecTimeout time.Duration
 	// MaxClusters caps the clusters served, static ones included (serve
 	// --max-clusters); Argo CD Secrets beyond it are refused. Zero: no cap.
 	MaxClusters int
@@ -233,9 +237,19 @@ func New(opts Options) (*Registry, error) {
 	return r, nil
 }
 
+// newMember builds the registration of cluster sp, with credentials of its own (a new
+// runner of its credential plugin, closed when the registration ends: r.stop).
 func (r *Registry) newMember(sp Spec) (*member, error) {
 	if sp.Config == nil {
 		return nil, fmt.Errorf("cluster %q: no client configuration", sp.Name)
+	}
+	timeout := r.opts.ExecTimeout
+	if timeout <= 0 {
+		timeout = r.opts.ExecPlugins.timeout()
+	}
+	sp, err := sp.withCredentials(timeout)
+	if err != nil {
+		return nil, err
 	}
 	m := &member{c: Cluster{Spec: sp}, pin: -1}
 	if r.opts.Ownership != nil {
@@ -243,6 +257,7 @@ func (r *Registry) newMember(sp Spec) (*member, error) {
 	}
 	rt, err := NewRuntime(sp, r.opts.Runtime)
 	if err != nil {
+		sp.closeCredentials()
 		return nil, err
 	}
 	m.rt, m.c = rt, rt.Cluster

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -57,8 +58,12 @@ type Spec struct {
 	Config *rest.Config
 	// Namespaces limits the caches and sweeps to these namespaces; empty means all.
 	Namespaces []string
-	// creds runs the cluster's allowed credential plugin (nil without one); the
-	// registry binds its life to the cluster's registration.
+	// exec is the cluster's credential plugin (nil without one): an allowed
+	// execProviderConfig, or a kubeconfig context's exec plugin taken over from
+	// client-go. It is pure data; withCredentials binds a run of it to a registration.
+	exec *execPlugin
+	// creds runs exec for Config's requests (nil without a plugin); the registry binds
+	// its life to the cluster's registration.
 	creds *execCreds
 }
 
@@ -68,6 +73,30 @@ func (s Spec) closeCredentials() {
 	if s.creds != nil {
 		s.creds.Close()
 	}
+}
+
+// withCredentials returns s with credentials of its own: a copy of Config whose
+// requests carry the token of a new runner of s's credential plugin, or s itself
+// without a plugin. Every registration of a cluster calls it, so that closing one
+// registration's credentials (its Secret refused, changed or removed) never closes
+// those of the next registration built from the same Spec. A kubeconfig context's exec
+// plugin (Config.ExecProvider, which client-go would run without a deadline) is first
+// taken over by the same runner, bounded by execTimeout (docs/safety.md).
+func (s Spec) withCredentials(execTimeout time.Duration) (Spec, error) {
+	if s.exec == nil && s.Config != nil && s.Config.ExecProvider != nil {
+		p, err := kubeconfigPlugin(s.Config, execTimeout)
+		if err != nil {
+			return Spec{}, fmt.Errorf("cluster %q (%s): %w", s.Name, s.Origin, err)
+		}
+		s.exec = p
+	}
+	if s.exec == nil {
+		return s, nil
+	}
+	s.creds = s.exec.start()
+	s.Config = rest.CopyConfig(s.exec.base)
+	s.Config.Wrap(s.creds.wrap)
+	return s, nil
 }
 
 // Server returns the cluster's API server URL.
@@ -218,6 +247,16 @@ func SpecFromSecret(s *corev1.Secret) (Spec, error) { return SpecFromSecretAllow
 // ErrExecNotAllowed, and nothing is run. An allowed plugin runs only when a request
 // needs a token, under the policy's deadline (see execCreds).
 func SpecFromSecretAllowing(s *corev1.Secret, exec *ExecPolicy) (Spec, error) {
+	sp, err := specFromSecret(s, exec)
+	if err != nil {
+		return Spec{}, err
+	}
+	return sp.withCredentials(0)
+}
+
+// specFromSecret is SpecFromSecretAllowing without credentials bound: the registry's
+// claims keep it, and every registration binds its own (withCredentials).
+func specFromSecret(s *corev1.Secret, exec *ExecPolicy) (Spec, error) {
 	if s == nil {
 		return Spec{}, errors.New("nil Secret")
 	}
@@ -260,41 +299,54 @@ func SpecFromSecretAllowing(s *corev1.Secret, exec *ExecPolicy) (Spec, error) {
 
 	hasCreds := cc.BearerToken != "" || cc.Username != "" || len(cc.TLSClientConfig.CertData) > 0 || cc.ExecProviderConfig != nil
 	var cfg *rest.Config
-	var creds *execCreds
+	var plugin *execPlugin
 	if strings.TrimSuffix(server, "/") == ArgoCDInClusterServer && !hasCreds {
 		if cfg, err = rest.InClusterConfig(); err != nil {
 			return fail("in-cluster server %s: %v", ArgoCDInClusterServer, err)
 		}
-	} else {
-		cfg = &rest.Config{
-			Host:        server,
-			BearerToken: cc.BearerToken,
-			Username:    cc.Username,
-			Password:    cc.Password,
-			TLSClientConfig: rest.TLSClientConfig{
-				Insecure:   cc.TLSClientConfig.Insecure,
-				ServerName: cc.TLSClientConfig.ServerName,
-				CAData:     cc.TLSClientConfig.CAData,
-				CertData:   cc.TLSClientConfig.CertData,
-				KeyData:    cc.TLSClientConfig.KeyData,
-			},
-			DisableCompression: cc.DisableCompression,
-		}
-		if (len(cc.TLSClientConfig.CertData) > 0) != (len(cc.TLSClientConfig.KeyData) > 0) {
-			return fail(`"config".tlsClientConfig: certData and keyData go together`)
-		}
-		if e := cc.ExecProviderConfig; e != nil {
-			if creds, err = applyExec(cfg, e, exec); err != nil {
-				return fail("%w", err)
-			}
-		}
-		if err := applyProxy(cfg, cc.ProxyURL); err != nil {
-			return fail("%w", err)
-		}
+	} else if cfg, plugin, err = secretConfig(server, cc, exec); err != nil {
+		return fail("%w", err)
 	}
 	cfg.UserAgent = kube.UserAgent
 	cfg.QPS, cfg.Burst = 50, 100
-	return Spec{Name: name, Source: SourceArgoCD, Origin: "Argo CD Secret " + key, Config: cfg, Namespaces: nss, creds: creds}, nil
+	if plugin != nil {
+		plugin.base = cfg
+	}
+	return Spec{Name: name, Source: SourceArgoCD, Origin: "Argo CD Secret " + key, Config: cfg, Namespaces: nss, exec: plugin}, nil
+}
+
+// secretConfig is the client configuration of a Secret's "config" for server, and its
+// allowed credential plugin (nil without one).
+func secretConfig(server string, cc argoClusterConfig, exec *ExecPolicy) (*rest.Config, *execPlugin, error) {
+	cfg := &rest.Config{
+		Host:        server,
+		BearerToken: cc.BearerToken,
+		Username:    cc.Username,
+		Password:    cc.Password,
+		TLSClientConfig: rest.TLSClientConfig{
+			Insecure:   cc.TLSClientConfig.Insecure,
+			ServerName: cc.TLSClientConfig.ServerName,
+			CAData:     cc.TLSClientConfig.CAData,
+			CertData:   cc.TLSClientConfig.CertData,
+			KeyData:    cc.TLSClientConfig.KeyData,
+		},
+		DisableCompression: cc.DisableCompression,
+	}
+	if (len(cc.TLSClientConfig.CertData) > 0) != (len(cc.TLSClientConfig.KeyData) > 0) {
+		return nil, nil, errors.New(`"config".tlsClientConfig: certData and keyData go together`)
+	}
+	var plugin *execPlugin
+	if e := cc.ExecProviderConfig; e != nil {
+		var err error
+		if plugin, err = allowedPlugin(e, exec); err != nil {
+			return nil, nil, err
+		}
+		cfg.BearerToken, cfg.BearerTokenFile, cfg.Username, cfg.Password = "", "", "", ""
+	}
+	if err := applyProxy(cfg, cc.ProxyURL); err != nil {
+		return nil, nil, err
+	}
+	return cfg, plugin, nil
 }
 
 // applyProxy sets cfg's proxy to proxyURL ("" leaves it unset).
@@ -310,10 +362,11 @@ func applyProxy(cfg *rest.Config, proxyURL string) error {
 	return nil
 }
 
-// applyExec checks the Secret's execProviderConfig against the allow-list and makes
-// every request of cfg carry the token of the allowed plugin (run by execCreds, not by
-// client-go). Errors wrap ErrExecNotAllowed for a command or environment not allowed.
-func applyExec(cfg *rest.Config, e *argoExecProvider, p *ExecPolicy) (*execCreds, error) {
+// allowedPlugin checks the Secret's execProviderConfig against the allow-list and
+// returns the plugin to run (by execCreds, not by client-go) for the cluster's
+// requests; the caller sets its base configuration. Errors wrap ErrExecNotAllowed for
+// a command or environment not allowed.
+func allowedPlugin(e *argoExecProvider, p *ExecPolicy) (*execPlugin, error) {
 	if e.Command == "" {
 		return nil, errors.New(`"config".execProviderConfig.command is required`)
 	}
@@ -335,10 +388,7 @@ func applyExec(cfg *rest.Config, e *argoExecProvider, p *ExecPolicy) (*execCreds
 		}
 		env = append(env, k+"="+e.Env[k])
 	}
-	creds := newExecCreds(path, api, e.Args, env, p.timeout())
-	cfg.BearerToken, cfg.BearerTokenFile, cfg.Username, cfg.Password = "", "", "", ""
-	cfg.Wrap(creds.wrap)
-	return creds, nil
+	return &execPlugin{path: path, apiVersion: api, args: e.Args, env: env, timeout: p.timeout()}, nil
 }
 
 // secretNamespaces parses the Secret's "namespaces" (comma list; empty: all).

@@ -68,6 +68,10 @@ type Options struct {
 	// apiserver; cluster.DefaultProbeInterval). While a probe fails the service is not
 	// ready and events for that cluster are answered "unavailable, retry".
 	ProbeInterval time.Duration
+	// ExecTimeout bounds one run of the kubeconfig context's credential plugin, if any,
+	// of the one cluster of New's rest.Config (cluster.Options.ExecTimeout; with
+	// Clusters, that field is used instead).
+	ExecTimeout time.Duration
 	// ProfilingAddr, when set, serves the Go runtime's profiles (/debug/pprof/) on this
 	// loopback address, on a listener of its own.
 	ProfilingAddr string
@@ -207,7 +211,8 @@ func (o Options) withDefaults() (Options, error) {
 // clusterOptions are the registry's sources: o.Clusters, or the one cluster of cfg.
 func (s *Server) clusterOptions(cfg *rest.Config) cluster.Options {
 	o := s.opts
-	ro := cluster.Options{Clusters: []cluster.Spec{{Name: o.ClusterName, Source: cluster.SourceHome, Origin: "--kubeconfig/--context", Config: cfg}}}
+	ro := cluster.Options{Clusters: []cluster.Spec{{Name: o.ClusterName, Source: cluster.SourceHome, Origin: "--kubeconfig/--context", Config: cfg}},
+		ExecTimeout: o.ExecTimeout}
 	if o.Clusters != nil {
 		ro = *o.Clusters
 	}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"slices"
 	"sort"
 	"testing"
@@ -28,7 +27,6 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/internal/cluster"
 	"github.com/configmap-attacher/configmap-attacher/internal/event"
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
-	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
 
 // fleetHub is a fleet of `serve` processes sharing logical clusters: Argo CD cluster
@@ -55,19 +53,17 @@ func newFleetHub(t *testing.T, b *bus, prefix string, clusters int) *fleetHub {
 }
 
 // addCluster creates namespace name and an Argo CD cluster Secret for cluster name
-// scoped to it. Each Secret reaches the control plane through a loopback proxy of its
-// own: one server URL under two names is refused (duplicate-server, docs/safety.md).
+// scoped to it. Every Secret names the one control plane: their namespaces are
+// disjoint, so each is a logical cluster of its own (duplicate-server refuses only
+// overlapping namespaces, docs/safety.md).
 func (h *fleetHub) addCluster(t *testing.T, name string) {
 	t.Helper()
 	newNamespace(t, name)
-	u, err := url.Parse(cp.ServerURL())
-	require.NoError(t, err)
-	server := "https://" + testfix.NewCutProxy(t, u.Host).Addr()
 	cfg, _ := json.Marshal(map[string]any{"bearerToken": cp.AdminToken(),
 		"tlsClientConfig": map[string]any{"caData": base64.StdEncoding.EncodeToString(cp.CAData())}})
-	_, err = h.kc.CoreV1().Secrets(h.secrets).Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name,
+	_, err := h.kc.CoreV1().Secrets(h.secrets).Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name,
 		Labels: map[string]string{cluster.ArgoCDSecretTypeLabel: cluster.ArgoCDSecretTypeCluster}},
-		StringData: map[string]string{"name": name, "server": server, "config": string(cfg), "namespaces": name}}, metav1.CreateOptions{})
+		StringData: map[string]string{"name": name, "server": cp.ServerURL(), "config": string(cfg), "namespaces": name}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 }
 
