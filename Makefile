@@ -31,14 +31,14 @@ tools-controlplane: ## build only what make run and make demo need: the control 
 tools-helm: ## build only bin/helm, the pinned Helm the deploy docs use (make run builds it too)
 	@hack/tools/build.sh helm
 
-tools-monitoring: ## build bin/promtool and bin/dashboard-lint (not in make tools; promtool is built without the cloud service discoveries)
+tools-monitoring: ## build only bin/promtool and bin/dashboard-lint (make tools builds them too; promtool without the cloud service discoveries: about 4 min cold)
 	@hack/tools/build.sh promtool dashboard-lint
 
 test-eso: tools-controlplane ## run the External Secrets scenarios (internal/testenv/externalsecrets) on the real ESO; builds it first (long: not in make test)
 	@hack/tools/build.sh external-secrets
 	CONFIGMAP_ATTACHER_ESO=1 $(GO) test $(TEST_FLAGS) ./internal/testenv/externalsecrets/
 
-test-monitoring: tools-monitoring ## the chart's alerts under promtool test rules and its dashboard under dashboard-lint (make test skips them without the tools)
+test-monitoring: tools-monitoring ## only the chart's alerts under promtool test rules and its dashboard under dashboard-lint (part of make test)
 	cd deploy/test && GOFLAGS=-mod=mod $(GO) test -count=1 -short -run 'TestPrometheusRuleAlerts|TestGrafanaDashboard' -v .
 
 test: tools lint ## run every test on the real local control plane (builds the tools first)

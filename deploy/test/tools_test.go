@@ -9,20 +9,12 @@ import (
 	"time"
 )
 
-// onRequest are the tools make tools does not build (make tools-monitoring does): tests
-// that need them skip without them, saying how to run them (make test-monitoring).
-var onRequest = map[string]bool{"promtool": true, "dashboard-lint": true}
-
 // toolBin is the path of a pinned real tool in the repository's bin/ (make tools, or
-// hack/tools/build.sh NAME). Missing, the test fails, or with -short (make unit) or for a
-// tool built on request is skipped.
+// hack/tools/build.sh NAME). Missing, the test fails, or with -short (make unit) is skipped.
 func toolBin(t *testing.T, name string) string {
 	t.Helper()
 	p := filepath.Join(repoRoot(t), "bin", name)
 	if _, err := os.Stat(p); err != nil {
-		if onRequest[name] {
-			t.Skipf("bin/%s is not built: make test-monitoring builds it and runs this test", name)
-		}
 		if testing.Short() {
 			t.Skipf("bin/%s is not built (hack/tools/build.sh %s)", name, name)
 		}

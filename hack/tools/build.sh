@@ -2,9 +2,8 @@
 # Builds the pinned real components into ./bin: etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler, the Argo Events binary, the Argo Rollouts
 # controller and its kubectl plugin, kwok, and for Argo CD: the argocd binary (application
-# controller and repo-server), a Redis server, helm and kustomize; on request (make
-# tools-monitoring, not in the default list) Prometheus' promtool and dashboard-lint
-# (hack/tools/dashboard-lint) for the chart's alerts and dashboard. A binary already built
+# controller and repo-server), a Redis server, helm and kustomize, Prometheus' promtool and
+# dashboard-lint (hack/tools/dashboard-lint) for the chart's alerts and dashboard. A binary already built
 # at the pinned version (recorded in bin/.<name>.version) is skipped. Usage: build.sh [NAME...]
 # Argo CD v3.6 declares go 1.27: its module alone is built with ARGOCD_GOTOOLCHAIN
 # (default go1.27.3, which the go command fetches from the module proxy).
@@ -54,7 +53,7 @@ kube_ldflags() {
 
 want=("$@")
 [[ ${#want[@]} -eq 0 ]] && want=(etcd kube-apiserver kube-controller-manager kube-scheduler argo-events \
-  rollouts-controller kubectl-argo-rollouts kwok argocd redis helm kustomize)
+  rollouts-controller kubectl-argo-rollouts kwok argocd redis helm kustomize promtool dashboard-lint)
 for name in "${want[@]}"; do
   case "$name" in
     etcd)
