@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
-	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/cache"
@@ -261,26 +260,28 @@ func (rt *Runtime) runParts(ctx context.Context) error {
 	return g.Wait()
 }
 
-// watchers builds a watcher per cache: the revision side always, the ReplicaSets with
-// WatchOptions.ReplicaSets. None without a Dispatcher.
+// watchers builds the watchers of each cache: the revision side always, the ReplicaSet
+// way in with WatchOptions.ReplicaSets. None without a Dispatcher.
 func (rt *Runtime) watchers() ([]*watch.Watcher, error) {
 	o := rt.opts
 	if o.Dispatcher == nil {
 		return nil, nil
 	}
 	var out []*watch.Watcher
+	wo := watch.Options{Cluster: rt.Spec.Name, Options: o.Watch.Options, Resync: o.Watch.Resync, Workers: o.Watch.Workers,
+		StopGrace: o.Watch.StopGrace, Logger: rt.log}
 	for _, ch := range rt.Caches {
-		var rs toolscache.SharedIndexInformer
-		if o.Watch.ReplicaSets {
-			rs = ch.ReplicaSetInformer()
-		}
-		w, err := watch.New(rs, o.Dispatcher, watch.Options{Cluster: rt.Spec.Name, Options: o.Watch.Options,
-			Revisions: ch.RevisionInformers(), Listed: ch.Listed, Resync: o.Watch.Resync, Workers: o.Watch.Workers,
-			StopGrace: o.Watch.StopGrace, Logger: rt.log})
+		w, err := watch.NewRevisions(ch.RevisionInformers(), ch.Listed, o.Dispatcher, wo)
 		if err != nil {
 			return nil, fmt.Errorf("cluster %q: %w", rt.Spec.Name, err)
 		}
 		out = append(out, w)
+		if o.Watch.ReplicaSets {
+			if w, err = watch.NewReplicaSets(ch.ReplicaSetInformer(), o.Dispatcher, wo); err != nil {
+				return nil, fmt.Errorf("cluster %q: %w", rt.Spec.Name, err)
+			}
+			out = append(out, w)
+		}
 	}
 	return out, nil
 }

@@ -280,7 +280,7 @@ func (s *stack) sendWatcher(t *testing.T, d *dispatch.Dispatcher, tc waysCase) f
 	inf := toolscache.NewSharedIndexInformer(src, &appsv1.ReplicaSet{}, 0, toolscache.Indexers{})
 	opts, err := d.ParseSpec(tc.spec)
 	require.NoError(t, err)
-	w, err := watch.New(inf, d, watch.Options{Cluster: tc.cluster, Options: &opts, Resync: -1, Logger: testfix.Quiet()})
+	w, err := watch.NewReplicaSets(inf, d, watch.Options{Cluster: tc.cluster, Options: &opts, Resync: -1, Logger: testfix.Quiet()})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

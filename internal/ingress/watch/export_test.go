@@ -5,12 +5,12 @@ package watch
 func (w *Watcher) Queued() int {
 	w.lanes.mu.Lock()
 	defer w.lanes.mu.Unlock()
-	return len(w.lanes.urgent) + w.lanes.live
+	return w.lanes.urgent.len() + w.lanes.replay.len()
 }
 
 // Urgent is the number of keys waiting in the urgent lane.
 func (w *Watcher) Urgent() int {
 	w.lanes.mu.Lock()
 	defer w.lanes.mu.Unlock()
-	return len(w.lanes.urgent)
+	return w.lanes.urgent.len()
 }

@@ -103,7 +103,7 @@ func TestLanesKeepWorkqueueSemantics(t *testing.T) {
 		lq := newLaneQueue()
 		lq.replay("a", "b")
 		lq.urgent("a", "b") // both move; only stale entries are left behind
-		assert.Empty(t, lq.l.replay)
+		assert.Empty(t, lq.l.replay.entries)
 		assert.Equal(t, []string{"a", "b"}, lq.drain())
 	})
 	t.Run("replayed keys in progress are bounded, changes are not", func(t *testing.T) {

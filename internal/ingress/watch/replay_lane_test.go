@@ -112,7 +112,7 @@ func TestChangeDuringReplayGoesFirst(t *testing.T) {
 				return err
 			}}
 			var err error
-			w, err = watch.New(inf, d, watch.Options{Workers: 1, Resync: -1, Logger: testfix.Quiet()})
+			w, err = watch.NewReplicaSets(inf, d, watch.Options{Workers: 1, Resync: -1, Logger: testfix.Quiet()})
 			require.NoError(t, err)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
@@ -164,7 +164,7 @@ func TestStartupReplayHandlesEachObjectOnce(t *testing.T) {
 	fac := informers.NewSharedInformerFactoryWithOptions(kc, 0, informers.WithNamespace(ns))
 	inf := fac.Apps().V1().ReplicaSets().Informer()
 	d := &recordingDispatcher{during: func(context.Context) error { return nil }}
-	w, err := watch.New(inf, d, watch.Options{Workers: 4, Resync: time.Hour, Logger: testfix.Quiet()})
+	w, err := watch.NewReplicaSets(inf, d, watch.Options{Workers: 4, Resync: time.Hour, Logger: testfix.Quiet()})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

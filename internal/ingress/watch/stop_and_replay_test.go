@@ -42,7 +42,7 @@ func TestReplayPassAfterTheStopQueuesNothing(t *testing.T) {
 	d := dispatcherFunc(func(context.Context, dispatch.Request) dispatch.Answer {
 		return dispatch.Answer{Class: dispatch.ClassOK}
 	})
-	w, err := New(inf, d, Options{Workers: 8, Resync: -1, Logger: testfix.Quiet()})
+	w, err := NewReplicaSets(inf, d, Options{Workers: 8, Resync: -1, Logger: testfix.Quiet()})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -50,7 +50,7 @@ func TestReplayPassAfterTheStopQueuesNothing(t *testing.T) {
 	assert.Zero(t, w.replayPass(ctx), "keys counted as queued after the stop")
 	w.lanes.mu.Lock()
 	defer w.lanes.mu.Unlock()
-	assert.Zero(t, len(w.lanes.demoted), "marks left for adds the stopped queue dropped")
+	assert.Zero(t, len(w.lanes.marks.replay), "marks left for adds the stopped queue dropped")
 }
 
 // Breaker s6: a stop during the start-up replay cuts it: Run returns after its replay
@@ -77,7 +77,7 @@ func TestStopCutsTheStartupReplay(t *testing.T) {
 		}
 		return dispatch.Answer{Class: dispatch.ClassOK}
 	})
-	w, err := New(inf, d, Options{Workers: 8, Resync: -1, Logger: testfix.Quiet()})
+	w, err := NewReplicaSets(inf, d, Options{Workers: 8, Resync: -1, Logger: testfix.Quiet()})
 	require.NoError(t, err)
 	fac.Start(infCtx.Done())
 	done := make(chan error, 1)
@@ -94,7 +94,7 @@ func TestStopCutsTheStartupReplay(t *testing.T) {
 	default:
 	}
 	w.lanes.mu.Lock()
-	marks := len(w.lanes.demoted)
+	marks := len(w.lanes.marks.replay)
 	w.lanes.mu.Unlock()
 	assert.LessOrEqual(t, marks, 1, "keys the replay went on marking after the stop (of %d)", n)
 	assert.Less(t, handled.Load(), int64(n))

@@ -1,22 +1,21 @@
-// Package watch is the level-triggered way in: every ReplicaSet of an informer (the
-// built-in watcher, for clusters without Argo Events) and, on every way in, the revision
-// side: every ConfigMap or Secret that appears or loses owners is dispatched (package
-// dispatch), so that a revision created after its ReplicaSet, or whose ownerReferences
-// were wiped, is attached from its own change (docs/design.md, safety rule 9).
+// Package watch holds the level-triggered ways in, two components on one queue machine
+// (Watcher): the ReplicaSet way in (NewReplicaSets: every ReplicaSet of an informer, the
+// built-in watcher for clusters without Argo Events) and, on every way in, the revision
+// side (NewRevisions: every ConfigMap or Secret that appears or loses owners), so that a
+// revision created after its ReplicaSet, or whose ownerReferences were wiped, is attached
+// from its own change (docs/design.md, safety rule 9, "The revision side"). Both feed the
+// dispatcher (package dispatch).
 package watch
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -38,14 +37,6 @@ type Options struct {
 	// Options are the effective options of every event (the dispatcher's ParseSpec of
 	// the service's spec); zero means core.DefaultOptions.
 	Options *core.Options
-	// Revisions are metadata informers of config objects (cache.Cache.RevisionInformers):
-	// each object that appears, gains the opt-in label or loses an owner is dispatched
-	// as a revision event.
-	Revisions map[core.Kind]toolscache.SharedIndexInformer
-	// Listed, when set, reports whether a cached workload lists a config object by name
-	// (cache.Cache.Listed): such an unlabelled object is a candidate too, so that one
-	// created after its ReplicaSet is attached at once.
-	Listed func(kind core.Kind, namespace, name string) bool
 	// Workers is the number of objects handled at once; default DefaultWorkers.
 	Workers int
 	// Resync is how long after a replay of every cached object (at start, then
@@ -61,25 +52,39 @@ type Options struct {
 	Logger    *slog.Logger
 }
 
-// Watcher feeds every object of its informers to the dispatcher, one queue for all. It
-// is level-triggered: once the informers have synced, every cached object is replayed
+// Watcher is the queue machine of a way in: it feeds every object of its feeds'
+// informers to the dispatcher, one queue for all. It plays no role of its own: its feeds
+// decide what is queued and what is dispatched (NewReplicaSets, NewRevisions). It is
+// level-triggered: once the informers have synced, every cached object is replayed
 // (events missed while the service was down are repaired), a periodic resync replays
 // them all again, and the core's idempotence makes those replays cost no write (and,
 // served from the caches, no request). The queue has two lanes (lanes): changes seen
 // after start, and retries, go before those replays, which are fed a few at a time.
 type Watcher struct {
-	sources map[string]toolscache.SharedIndexInformer // by kind: ReplicaSet, ConfigMap, Secret
-	d       Dispatcher
-	opts    Options
-	spec    core.Options
-	log     *slog.Logger
-	queue   workqueue.TypedRateLimitingInterface[string]
-	lanes   *lanes
-	addMu   sync.Mutex // pairs a lane mark with its queue.Add
+	feeds map[string]feed // by kind, the key prefix
+	d     Dispatcher
+	opts  Options
+	spec  core.Options
+	log   *slog.Logger
+	queue workqueue.TypedRateLimitingInterface[string]
+	lanes *lanes
+	addMu sync.Mutex // pairs a lane mark with its queue.Add
 
 	mu       sync.Mutex
 	handled  int64
 	replayed chan struct{} // closed once the start-up replay is handled (Replayed)
+}
+
+// feed is one informer of a Watcher and its role's rules for its objects.
+type feed interface {
+	informer() toolscache.SharedIndexInformer
+	// admit reports whether an object that appears (an add after the initial list, or
+	// a replayed one) is queued.
+	admit(obj any) bool
+	// relevant reports whether an update is queued.
+	relevant(old, obj any) bool
+	// request is the dispatch request of a cached object of the feed, not terminating.
+	request(base dispatch.Request, m metav1.Object) dispatch.Request
 }
 
 // StopGrace is Options.StopGrace's default: how long a stopping watcher lets the attaches
@@ -94,52 +99,50 @@ const StopGrace = 5 * time.Second
 // quarter to a half); with --kube-api-qps raised: at 50 QPS the client limiter decides.
 const DefaultWorkers = 48
 
-const kindReplicaSet = "ReplicaSet"
-
-// New returns a Watcher over replicaSets (a ReplicaSet informer, typically
-// cache.Cache.ReplicaSetInformer; nil for the revision side only) and opts.Revisions,
-// feeding d. Errors: no dispatcher, or nothing to watch.
-func New(replicaSets toolscache.SharedIndexInformer, d Dispatcher, opts Options) (*Watcher, error) {
-	sources := map[string]toolscache.SharedIndexInformer{}
-	if replicaSets != nil {
-		sources[kindReplicaSet] = replicaSets
-	}
-	for kind, inf := range opts.Revisions {
-		if inf != nil {
-			sources[string(kind)] = inf
+// newWatcher returns a Watcher over feeds (by kind; nil entries are left out), feeding
+// d, its logs tagged with component. Errors: no dispatcher, or nothing to watch.
+func newWatcher(component string, feeds map[string]feed, d Dispatcher, opts Options) (*Watcher, error) {
+	for kind, f := range feeds {
+		if f == nil || f.informer() == nil {
+			delete(feeds, kind)
 		}
 	}
-	if len(sources) == 0 || d == nil {
-		return nil, errors.New("watch: New needs an informer and a dispatcher")
+	if len(feeds) == 0 || d == nil {
+		return nil, fmt.Errorf("watch: the %s need an informer and a dispatcher", component)
 	}
 	spec := core.DefaultOptions()
 	if opts.Options != nil {
 		spec = *opts.Options
 	}
-	if opts.Workers <= 0 {
-		opts.Workers = DefaultWorkers
-	}
-	if opts.Resync == 0 {
-		opts.Resync = 10 * time.Minute
-	}
-	if opts.MaxRetries <= 0 {
-		opts.MaxRetries = 10
-	}
-	if opts.StopGrace <= 0 {
-		opts.StopGrace = StopGrace
-	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	w := &Watcher{sources: sources, d: d, opts: opts, spec: spec, log: log.With("component", "watcher"), lanes: newLanes(opts.Workers / 4),
-		replayed: make(chan struct{})}
+	opts = opts.withDefaults()
+	w := &Watcher{feeds: feeds, d: d, opts: opts, spec: spec, log: opts.Logger.With("component", component),
+		lanes: newLanes(opts.Workers / 4), replayed: make(chan struct{})}
 	const name = "configmap-attacher-watch"
 	base := workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[string]{Name: name, Queue: w.lanes})
 	w.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: name,
 			DelayingQueue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{Name: name, Queue: base})})
 	return w, nil
+}
+
+// withDefaults fills the options left zero.
+func (o Options) withDefaults() Options {
+	if o.Workers <= 0 {
+		o.Workers = DefaultWorkers
+	}
+	if o.Resync == 0 {
+		o.Resync = 10 * time.Minute
+	}
+	if o.MaxRetries <= 0 {
+		o.MaxRetries = 10
+	}
+	if o.StopGrace <= 0 {
+		o.StopGrace = StopGrace
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
 }
 
 // Replayed is closed once the start-up replay has been handled: every object cached at
@@ -159,8 +162,9 @@ func (w *Watcher) Handled() int64 {
 // those in progress get StopGrace to finish. It returns nil.
 func (w *Watcher) Run(ctx context.Context) error {
 	var synced []toolscache.InformerSynced
-	for kind, inf := range w.sources {
-		reg, err := inf.AddEventHandler(w.handler(kind))
+	for kind, f := range w.feeds {
+		inf := f.informer()
+		reg, err := inf.AddEventHandler(w.handler(kind, f))
 		if err != nil {
 			return fmt.Errorf("watcher: adding the %s handler: %w", kind, err)
 		}
@@ -203,8 +207,8 @@ func (w *Watcher) Run(ctx context.Context) error {
 }
 
 func (w *Watcher) kinds() []string {
-	out := make([]string, 0, len(w.sources))
-	for k := range w.sources {
+	out := make([]string, 0, len(w.feeds))
+	for k := range w.feeds {
 		out = append(out, k)
 	}
 	return out
@@ -244,9 +248,9 @@ func (w *Watcher) replayLoop(ctx context.Context) {
 func (w *Watcher) replayPass(ctx context.Context) int {
 	w.lanes.beginPass()
 	defer w.lanes.endPass()
-	depth, n := 2*w.lanes.replayCap, 0
-	for kind, inf := range w.sources {
-		store := inf.GetStore()
+	depth, n := 2*w.lanes.slots.limit, 0
+	for kind, f := range w.feeds {
+		store := f.informer().GetStore()
 		keys := store.ListKeys()
 		slices.Sort(keys) // namespace by namespace, in name order
 		for _, key := range keys {
@@ -257,7 +261,7 @@ func (w *Watcher) replayPass(ctx context.Context) int {
 			if err != nil || !exists || w.lanes.handledInPass(kind+"/"+key) {
 				continue
 			}
-			if w.enqueue(kind, obj, true) {
+			if f.admit(obj) && w.add(kind, obj, true) {
 				n++
 			}
 		}
@@ -266,82 +270,21 @@ func (w *Watcher) replayPass(ctx context.Context) int {
 }
 
 // handler queues the informer's changes in the urgent lane: every add after its
-// initial list, and every relevant update. The initial list itself is replayed by
-// replayPass once the informers have synced.
-func (w *Watcher) handler(kind string) toolscache.ResourceEventHandlerDetailedFuncs {
-	relevant := relevantUpdate
-	if kind != kindReplicaSet {
-		// An object that was a candidate stays one for this update (a PUT that wiped its
-		// ownerReferences leaves an unlabelled, listed revision with none); one that
-		// becomes one (gains the opt-in label) is one. The service's own owner additions
-		// change neither labels nor lose an owner: not queued.
-		relevant = func(old, obj any) bool {
-			return revisionNeedsLook(old, obj) && (w.isCandidate(kind, old) || w.isCandidate(kind, obj))
-		}
-	}
+// initial list that f admits, and every update f finds relevant. The initial list itself
+// is replayed by replayPass once the informers have synced.
+func (w *Watcher) handler(kind string, f feed) toolscache.ResourceEventHandlerDetailedFuncs {
 	return toolscache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, isInInitialList bool) {
-			if !isInInitialList {
-				w.enqueue(kind, obj, false)
+			if !isInInitialList && f.admit(obj) {
+				w.add(kind, obj, false)
 			}
 		},
 		UpdateFunc: func(old, obj any) {
-			if relevant(old, obj) {
+			if f.relevant(old, obj) {
 				w.add(kind, obj, false)
 			}
 		},
 	}
-}
-
-// relevantUpdate reports whether an update can change what a ReplicaSet needs: its spec
-// (generation), owners, labels or annotations. Status-only updates (replica counts, the
-// ReplicaSet controller's frequent writes) are skipped: they would re-run an attach that
-// already happened, and the watcher's own resync repairs anything missed.
-// It reads the objects through metav1.Object, so the cache's stored records (package
-// cache) and Kubernetes objects alike are compared.
-func relevantUpdate(old, obj any) bool {
-	o, ok1 := old.(metav1.Object)
-	n, ok2 := obj.(metav1.Object)
-	if !ok1 || !ok2 {
-		return true
-	}
-	return o.GetUID() != n.GetUID() || o.GetGeneration() != n.GetGeneration() ||
-		!equality.Semantic.DeepEqual(o.GetOwnerReferences(), n.GetOwnerReferences()) ||
-		!maps.Equal(o.GetLabels(), n.GetLabels()) || !maps.Equal(o.GetAnnotations(), n.GetAnnotations())
-}
-
-// revisionNeedsLook reports whether an update of a config object may leave it short of
-// owners: it lost one (a PUT without ownerReferences: kubectl replace, Argo CD
-// Replace=true), was replaced by a namesake, or its labels or annotations changed
-// (opted in). Data edits and the service's own owner additions are skipped.
-func revisionNeedsLook(old, obj any) bool {
-	o, ok1 := old.(metav1.Object)
-	n, ok2 := obj.(metav1.Object)
-	if !ok1 || !ok2 {
-		return true
-	}
-	if o.GetUID() != n.GetUID() || !maps.Equal(o.GetLabels(), n.GetLabels()) || !maps.Equal(o.GetAnnotations(), n.GetAnnotations()) {
-		return true
-	}
-	kept := map[string]bool{}
-	for _, r := range n.GetOwnerReferences() {
-		kept[string(r.UID)] = true
-	}
-	for _, r := range o.GetOwnerReferences() {
-		if !kept[string(r.UID)] {
-			return true
-		}
-	}
-	return false
-}
-
-// enqueue queues obj unless it is terminating or, for a config object, no candidate;
-// it reports whether it did.
-func (w *Watcher) enqueue(kind string, obj any, replay bool) bool {
-	if kind != kindReplicaSet && !w.isCandidate(kind, obj) {
-		return false
-	}
-	return w.add(kind, obj, replay)
 }
 
 // add queues obj unless it is terminating: in the replay lane when replay is set (and
@@ -366,38 +309,6 @@ func (w *Watcher) add(kind string, obj any, replay bool) bool {
 	}
 	w.queue.Add(key)
 	return true
-}
-
-// isCandidate reports whether the config object obj of kind may be a revision the
-// revision side should look at: candidate, or a cached workload lists it by name
-// (Options.Listed; an unlabelled object created after the ReplicaSet that lists it).
-func (w *Watcher) isCandidate(kind string, obj any) bool {
-	m, ok := obj.(metav1.Object)
-	if !ok {
-		return false
-	}
-	return candidate(m) || (w.opts.Listed != nil && w.opts.Listed(core.Kind(kind), m.GetNamespace(), m.GetName()))
-}
-
-// candidate reports whether a config object may be a revision by its own metadata: it
-// carries the opt-in label, a ReplicaSet owned it (it was attached, for example listed
-// by a workload annotation, and may have lost owners since), or it has an owner of any
-// kind the service adds (core.CollectorOwner: once owned, every live user is attached
-// too). Other ConfigMaps and Secrets (kube-root-ca.crt, application config) are never
-// queued, so they cost nothing and count nowhere.
-func candidate(m metav1.Object) bool {
-	if m.GetLabels()[core.LabelRevision] == "true" {
-		return true
-	}
-	if _, held := core.CollectorOwner(m.GetOwnerReferences()); held {
-		return true
-	}
-	for _, r := range m.GetOwnerReferences() {
-		if r.Kind == kindReplicaSet {
-			return true
-		}
-	}
-	return false
 }
 
 // processNext handles one queued object under work; once ctx (Run's) has ended it
@@ -433,11 +344,11 @@ func (w *Watcher) processNext(ctx, work context.Context) bool {
 func (w *Watcher) handle(ctx context.Context, key string) (dispatch.Request, dispatch.Answer) {
 	kind, objKey, _ := strings.Cut(key, "/")
 	done := dispatch.Answer{Class: dispatch.ClassOK}
-	inf := w.sources[kind]
-	if inf == nil {
+	f := w.feeds[kind]
+	if f == nil {
 		return dispatch.Request{}, done
 	}
-	obj, exists, err := inf.GetStore().GetByKey(objKey)
+	obj, exists, err := f.informer().GetStore().GetByKey(objKey)
 	if err != nil || !exists {
 		return dispatch.Request{}, done
 	}
@@ -446,11 +357,6 @@ func (w *Watcher) handle(ctx context.Context, key string) (dispatch.Request, dis
 		return dispatch.Request{}, done
 	}
 	ev := core.Event{Cluster: w.opts.Cluster, Namespace: m.GetNamespace(), Name: m.GetName(), UID: m.GetUID()}
-	req := dispatch.Request{Path: dispatch.PathWatcher, Options: w.spec, Event: ev}
-	if kind != kindReplicaSet {
-		req.Path = dispatch.PathRevision
-		req.Revision = &core.RevisionEvent{Cluster: w.opts.Cluster, Kind: core.Kind(kind), Namespace: m.GetNamespace(),
-			Name: m.GetName(), UID: m.GetUID()}
-	}
+	req := f.request(dispatch.Request{Path: dispatch.PathWatcher, Options: w.spec, Event: ev}, m)
 	return req, w.d.Dispatch(ctx, req)
 }

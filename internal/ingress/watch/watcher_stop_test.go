@@ -82,7 +82,7 @@ func TestWatcherStopDropsQueue(t *testing.T) {
 		}
 		return dispatch.Answer{Class: dispatch.Classify(err), Err: err}
 	})
-	w, err := New(inf, d, Options{Workers: 1, Resync: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	w, err := NewReplicaSets(inf, d, Options{Workers: 1, Resync: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

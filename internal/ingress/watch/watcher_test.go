@@ -44,7 +44,7 @@ func runWatcher(t *testing.T, counter *kube.RequestCounter) (stop func()) {
 	require.NoError(t, err)
 	d, err := dispatch.New(dispatch.Config{Clusters: clusters, Logger: quiet})
 	require.NoError(t, err)
-	w, err := watch.New(c.ReplicaSetInformer(), d, watch.Options{Logger: quiet})
+	w, err := watch.NewReplicaSets(c.ReplicaSetInformer(), d, watch.Options{Logger: quiet})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{}, 2)
