@@ -115,7 +115,6 @@ const answerMargin = 3 * time.Second
 type Server struct {
 	opts Options
 	log  *slog.Logger
-	spec core.Options // what an empty spec means on this service
 	reg  *cluster.Registry
 	dir  *cluster.Directory
 	d    *dispatch.Dispatcher
@@ -165,8 +164,11 @@ func New(cfg *rest.Config, o Options) (*Server, error) {
 	if tlsCfg, err = trigger.WithClientCA(tlsCfg, o.TLSClientCAFile); err != nil {
 		return nil, err
 	}
-	s := &Server{opts: o, log: o.Logger, spec: core.DefaultOptions(), drained: make(chan struct{})}
-	s.spec.IncludeSecrets = o.AllowSecrets
+	s := &Server{opts: o, log: o.Logger, drained: make(chan struct{})}
+	// What an empty spec means on this service; the dispatcher is its one holder
+	// (ParseSpec, a Request without Options, Defaults).
+	defaults := core.DefaultOptions()
+	defaults.IncludeSecrets = o.AllowSecrets
 	metrics := dispatch.NewMetrics()
 	// The dispatcher routes through the directory, which the registry fills as cluster
 	// runtimes start and stop: each part is whole when the next is built on it.
@@ -175,7 +177,7 @@ func New(cfg *rest.Config, o Options) (*Server, error) {
 	if s.fleet, err = s.newFleet(ro, tlsCfg); err != nil {
 		return nil, err
 	}
-	s.d, err = dispatch.New(dispatch.Config{Clusters: s.dir, Sweeps: s.dir, Defaults: &s.spec,
+	s.d, err = dispatch.New(dispatch.Config{Clusters: s.dir, Sweeps: s.dir, Defaults: &defaults,
 		MaxInFlight: o.MaxInFlight, MaxInFlightPerCluster: o.perClusterInFlight(), ExecuteTimeout: o.ExecuteTimeout,
 		StopGrace: o.ShutdownTimeout, Metrics: metrics, Logger: s.log, Observe: newOptInNotes(s.log).observe,
 		Forwarder: s.fleet.forwarder()})

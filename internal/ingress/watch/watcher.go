@@ -36,7 +36,7 @@ type Options struct {
 	// Cluster is the cluster name put on every event.
 	Cluster string
 	// Options are the effective options of every event (the dispatcher's ParseSpec of
-	// the service's spec); zero means core.DefaultOptions.
+	// a spec); nil means the service's defaults, which the dispatcher applies.
 	Options *core.Options
 	// Revisions are metadata informers of config objects (cache.Cache.RevisionInformers):
 	// each object that appears, gains the opt-in label or loses an owner is dispatched
@@ -112,7 +112,7 @@ func New(replicaSets toolscache.SharedIndexInformer, d Dispatcher, opts Options)
 	if len(sources) == 0 || d == nil {
 		return nil, errors.New("watch: New needs an informer and a dispatcher")
 	}
-	spec := core.DefaultOptions()
+	var spec core.Options // zero: the dispatcher applies the service's defaults
 	if opts.Options != nil {
 		spec = *opts.Options
 	}
