@@ -108,8 +108,8 @@ func (s *HTTPServer) Handler() http.Handler {
 }
 
 // Run serves until ctx ends, then shuts down gracefully: new events are answered
-// shutting down, new connections are refused and requests in flight finish (bounded by the shutdown
-// timeout). It returns nil after a clean stop.
+// shutting down, new connections are refused and requests in flight finish (bounded by
+// the shutdown timeout). It returns nil after a clean stop.
 func (s *HTTPServer) Run(ctx context.Context) error {
 	errc := make(chan error, 1)
 	go func() { errc <- s.srv.Serve(s.lis) }()
