@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -17,6 +18,9 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
 
+// serviceDefaultsRuns numbers the runs, so that -count=N gives each its own namespace.
+var serviceDefaultsRuns atomic.Int64
+
 // The built-in watcher has no spec of its own: its events carry no options and the
 // dispatcher applies the service's defaults, the one copy of them. With AllowSecrets an
 // opted-in Secret the ReplicaSet mounts is attached with its ConfigMap; without, the same
@@ -26,7 +30,7 @@ func TestTheWatcherAttachesWithTheServiceDefaults(t *testing.T) {
 		t.Run(fmt.Sprintf("allow-secrets=%t", allow), func(t *testing.T) {
 			kc := controlplane.Require(t, cp).Client()
 			ctx := context.Background()
-			ns := fmt.Sprintf("service-defaults-%t", allow)
+			ns := fmt.Sprintf("service-defaults-%t-%d", allow, serviceDefaultsRuns.Add(1))
 			testfix.CreateNamespace(t, kc, ns)
 			_, err := kc.CoreV1().ConfigMaps(ns).Create(ctx, testfix.Revision(ns, "cfg"), metav1.CreateOptions{})
 			require.NoError(t, err)
