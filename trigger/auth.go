@@ -40,32 +40,23 @@ func LoadToken(path string) ([]byte, error) {
 	return []byte(tok), nil
 }
 
-// bearerAuth checks "Authorization: Bearer <token>" in constant time.
-type bearerAuth struct {
-	sum           [sha256.Size]byte // SHA-256 of the token: the compare does not leak its length
-	publicMetrics bool
+// Bearer checks "Authorization: Bearer <token>" in constant time. The receiver
+// requires it of every event; the ops listener (internal/ops) of /metrics, of /readyz's
+// detail and of pprof. A nil *Bearer (no token configured) authenticates nobody.
+type Bearer struct {
+	sum [sha256.Size]byte // SHA-256 of the token: the compare does not leak its length
 }
 
-func newBearerAuth(token []byte, publicMetrics bool) *bearerAuth {
+// NewBearer returns the check of token, or nil for an empty token (none configured).
+func NewBearer(token []byte) *Bearer {
 	if len(token) == 0 {
 		return nil
 	}
-	return &bearerAuth{sum: sha256.Sum256(token), publicMetrics: publicMetrics}
+	return &Bearer{sum: sha256.Sum256(token)}
 }
 
-// exempt reports the paths served without a token: the probes, and /metrics when
-// configured public.
-func (a *bearerAuth) exempt(path string) bool {
-	switch path {
-	case "/healthz", "/readyz":
-		return true
-	case "/metrics":
-		return a.publicMetrics
-	}
-	return false
-}
-
-func (a *bearerAuth) valid(r *http.Request) bool {
+// Valid reports whether r carries the token.
+func (a *Bearer) Valid(r *http.Request) bool {
 	if a == nil {
 		return false // no token configured: nobody is authenticated
 	}
@@ -81,12 +72,12 @@ func (a *bearerAuth) valid(r *http.Request) bool {
 // wrap returns next behind the bearer-token check (next itself when a is nil). A
 // request without a valid token gets 401 with a WWW-Authenticate challenge; the token
 // sent is never echoed or logged.
-func (a *bearerAuth) wrap(next http.Handler, d *dispatch.Dispatcher) http.Handler {
+func (a *Bearer) wrap(next http.Handler, d Dispatcher) http.Handler {
 	if a == nil {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if a.exempt(r.URL.Path) || a.valid(r) {
+		if a.Valid(r) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -96,10 +87,9 @@ func (a *bearerAuth) wrap(next http.Handler, d *dispatch.Dispatcher) http.Handle
 			challenge += `, error="invalid_token"`
 			msg = "the bearer token is not valid"
 		}
-		err := fmt.Errorf("%w: %s", ErrUnauthenticated, msg)
-		d.Reject(r.Context(), dispatch.PathHTTP, core.Event{}, err)
+		ans := d.Reject(r.Context(), dispatch.PathHTTP, core.Event{}, fmt.Errorf("%w: %s", ErrUnauthenticated, msg))
 		w.Header().Set("WWW-Authenticate", challenge)
-		writeJSON(w, http.StatusUnauthorized, errorBody{Error: err.Error()})
+		writeJSON(w, HTTPStatus(ans), errorBody{Error: ans.Err.Error()})
 	})
 }
 

@@ -18,7 +18,7 @@ const testToken = "tok-9f8e7d6c5b4a"
 func TestHTTPBearerToken(t *testing.T) {
 	for _, public := range []bool{false, true} {
 		f := newFixture(t, dispatch.Config{})
-		ts := newHTTP(t, f, HTTPOptions{AuthToken: []byte(testToken), PublicMetrics: public})
+		ts := newHTTP(t, f, HTTPOptions{AuthToken: []byte(testToken), Ops: legacyOps(t, f, []byte(testToken), public)})
 		for _, tc := range []struct {
 			name, method, path, auth string
 			want                     int

@@ -42,7 +42,7 @@ type GRPCOptions struct {
 }
 
 // NewGRPCServer returns a server for d on lis. Run serves it.
-func NewGRPCServer(d *dispatch.Dispatcher, lis net.Listener, o GRPCOptions) *GRPCServer {
+func NewGRPCServer(d Dispatcher, lis net.Listener, o GRPCOptions) *GRPCServer {
 	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxGRPCMessageBytes)}
 	if o.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(o.TLS)))
@@ -87,7 +87,7 @@ func (s *GRPCServer) Run(ctx context.Context) error {
 
 // triggerServer implements triggers.TriggerServer over the dispatcher.
 type triggerServer struct {
-	d *dispatch.Dispatcher
+	d Dispatcher
 }
 
 var _ triggers.TriggerServer = (*triggerServer)(nil)
@@ -99,11 +99,11 @@ var _ triggers.TriggerServer = (*triggerServer)(nil)
 func (t *triggerServer) FetchResource(ctx context.Context, req *triggers.FetchResourceRequest) (*triggers.FetchResourceResponse, error) {
 	opts, err := ParseSpec(req.GetResource(), t.d.ParseSpec)
 	if err != nil {
-		return nil, GRPCError(t.d.Reject(ctx, dispatch.PathGRPC, core.Event{}, err).Err)
+		return nil, GRPCError(t.d.Reject(ctx, dispatch.PathGRPC, core.Event{}, err))
 	}
 	b, err := NormalizedSpec(opts)
 	if err != nil {
-		return nil, GRPCError(err)
+		return nil, GRPCError(dispatch.Failure(dispatch.ClassFailed, err))
 	}
 	return &triggers.FetchResourceResponse{Resource: b}, nil
 }
@@ -111,12 +111,12 @@ func (t *triggerServer) FetchResource(ctx context.Context, req *triggers.FetchRe
 // Execute runs one event: resource is the normalised spec (after the Sensor's
 // parameters), payload the event in any form event.Decode accepts. The response is a
 // dispatch.Response as JSON. A non-ADD event is acknowledged as ignored. Errors: the
-// answer's class as a gRPC code (GRPCError). An unclassified failure of some object is
+// answer's class as a gRPC code (GRPCError, one table). An unclassified failure of some object is
 // not an error here: the response reports it and ApplyPolicy fails.
 func (t *triggerServer) Execute(ctx context.Context, req *triggers.ExecuteRequest) (*triggers.ExecuteResponse, error) {
 	opts, err := ParseSpec(req.GetResource(), t.d.ParseSpec)
 	if err != nil {
-		return nil, GRPCError(t.d.Reject(ctx, dispatch.PathGRPC, core.Event{}, err).Err)
+		return nil, GRPCError(t.d.Reject(ctx, dispatch.PathGRPC, core.Event{}, err))
 	}
 	var a dispatch.Answer
 	if dec, err := event.Decode(req.GetPayload()); err != nil {
@@ -124,14 +124,12 @@ func (t *triggerServer) Execute(ctx context.Context, req *triggers.ExecuteReques
 	} else {
 		a = t.d.Dispatch(ctx, dispatch.Request{Path: dispatch.PathGRPC, Options: opts, Event: dec.CoreEvent()})
 	}
-	switch a.Class {
-	case dispatch.ClassOK, dispatch.ClassIgnored, dispatch.ClassFailed:
-	default:
-		return nil, GRPCError(a.Err)
+	if !answered(a) {
+		return nil, GRPCError(a)
 	}
 	b, err := json.Marshal(a.Response)
 	if err != nil {
-		return nil, GRPCError(fmt.Errorf("encoding the result: %w", err))
+		return nil, GRPCError(dispatch.Failure(dispatch.ClassFailed, fmt.Errorf("encoding the result: %w", err)))
 	}
 	return &triggers.ExecuteResponse{Response: b}, nil
 }
@@ -142,7 +140,7 @@ func (t *triggerServer) Execute(ctx context.Context, req *triggers.ExecuteReques
 func (t *triggerServer) ApplyPolicy(ctx context.Context, req *triggers.ApplyPolicyRequest) (*triggers.ApplyPolicyResponse, error) {
 	var resp dispatch.Response
 	if err := json.Unmarshal(req.GetRequest(), &resp); err != nil {
-		return nil, GRPCError(core.Invalidf("request", "not an Execute response: %s", core.Clip(err.Error())))
+		return nil, GRPCError(dispatch.Failure(dispatch.ClassInvalid, core.Invalidf("request", "not an Execute response: %s", core.Clip(err.Error()))))
 	}
 	if resp.Ignored != "" {
 		return &triggers.ApplyPolicyResponse{Success: true, Message: "ignored: " + resp.Ignored}, nil

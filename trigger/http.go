@@ -17,7 +17,6 @@ import (
 
 	"github.com/cloudevents/sdk-go/v2/binding"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/dispatch"
@@ -37,16 +36,18 @@ type HTTPOptions struct {
 	MaxBodyBytes int64
 	// ShutdownTimeout bounds the graceful shutdown; zero means 30s.
 	ShutdownTimeout time.Duration
-	// AuthToken, when set, is the bearer token every request must carry
-	// (Authorization: Bearer <token>, compared in constant time); /healthz and /readyz
-	// are exempt, /metrics too when PublicMetrics is set. Others get 401.
+	// AuthToken, when set, is the bearer token every event must carry
+	// (Authorization: Bearer <token>, compared in constant time); others get 401.
 	AuthToken []byte
-	// PublicMetrics serves /metrics without the token.
-	PublicMetrics bool
-	// Ready reports readiness for /readyz with detail lines (one per cluster and
-	// component); nil means always ready.
-	Ready func() (bool, string)
+	// Ops, when set, serves the service's /healthz, /readyz and /metrics on the receiver
+	// too, with the ops listener's own token rules (internal/ops). Deprecated: kept for
+	// one release so that probes and scrapes of the receiver's port keep working while
+	// they move to the ops listener (serve --metrics-addr); removed in 0.4.0.
+	Ops http.Handler
 }
+
+// LegacyOpsPaths are the routes HTTPOptions.Ops serves on the receiver.
+var LegacyOpsPaths = []string{"/healthz", "/readyz", "/metrics"}
 
 // HTTPServer is the HTTP receiver:
 //
@@ -59,24 +60,22 @@ type HTTPOptions struct {
 //	              CloudEvents; 422 a write refused for good (admission, invalid
 //	              object); 429 too many events in flight; 503 cluster unavailable,
 //	              timeout or shutting down (both with Retry-After); 500 otherwise.
-//	GET /healthz  200 while the process serves.
-//	GET /readyz   200 once the caches have synced, 503 before and while shutting down;
-//	              the detail (one line per cluster and component) only with the bearer
-//	              token (AuthToken), never without one.
-//	GET /metrics  Prometheus metrics.
+//
+// The service's /healthz, /readyz and /metrics are the ops listener's (internal/ops);
+// HTTPOptions.Ops serves them here too for one release.
 type HTTPServer struct {
-	d        *dispatch.Dispatcher
-	ready    func() (bool, string)
+	d        Dispatcher
+	ops      http.Handler
 	lis      net.Listener
 	srv      *http.Server
 	maxBody  int64
 	shutdown time.Duration
 	stopping atomic.Bool
-	auth     *bearerAuth
+	auth     *Bearer
 }
 
 // NewHTTPServer returns an HTTP receiver for d on lis. Run serves it.
-func NewHTTPServer(d *dispatch.Dispatcher, lis net.Listener, o HTTPOptions) *HTTPServer {
+func NewHTTPServer(d Dispatcher, lis net.Listener, o HTTPOptions) *HTTPServer {
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = event.MaxPayloadBytes
 	}
@@ -86,11 +85,8 @@ func NewHTTPServer(d *dispatch.Dispatcher, lis net.Listener, o HTTPOptions) *HTT
 	if o.TLS != nil {
 		lis = tls.NewListener(lis, o.TLS)
 	}
-	if o.Ready == nil {
-		o.Ready = func() (bool, string) { return true, "" }
-	}
-	s := &HTTPServer{d: d, ready: o.Ready, lis: lis, maxBody: o.MaxBodyBytes, shutdown: o.ShutdownTimeout,
-		auth: newBearerAuth(o.AuthToken, o.PublicMetrics)}
+	s := &HTTPServer{d: d, ops: o.Ops, lis: lis, maxBody: o.MaxBodyBytes, shutdown: o.ShutdownTimeout,
+		auth: NewBearer(o.AuthToken)}
 	s.srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
 		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 	return s
@@ -102,30 +98,18 @@ func (s *HTTPServer) Addr() net.Addr { return s.lis.Addr() }
 // Handler returns the receiver's routes (also usable with httptest).
 func (s *HTTPServer) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/", s.serveEvent)
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { plain(w, http.StatusOK, "ok") })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		if s.stopping.Load() {
-			plain(w, http.StatusServiceUnavailable, "shutting down")
-			return
+	mux.Handle("/", s.auth.wrap(http.HandlerFunc(s.serveEvent), s.d))
+	if s.ops != nil {
+		for _, p := range LegacyOpsPaths {
+			mux.Handle(p, s.ops)
 		}
-		ok, detail := s.ready()
-		if !s.auth.valid(r) {
-			detail = "" // member URLs and probe errors only behind the token
-		}
-		if !ok {
-			plain(w, http.StatusServiceUnavailable, withDetail("not ready", detail))
-			return
-		}
-		plain(w, http.StatusOK, withDetail("ok", detail))
-	})
-	mux.Handle("/metrics", promhttp.HandlerFor(s.d.Metrics().Registry, promhttp.HandlerOpts{}))
-	return s.auth.wrap(mux, s.d)
+	}
+	return mux
 }
 
-// Run serves until ctx ends, then shuts down gracefully: /readyz turns 503, new
-// connections are refused and requests in flight finish (bounded by the shutdown
-// timeout). It returns nil after a clean stop.
+// Run serves until ctx ends, then shuts down gracefully: new events are answered
+// shutting down, new connections are refused and requests in flight finish (bounded by
+// the shutdown timeout). It returns nil after a clean stop.
 func (s *HTTPServer) Run(ctx context.Context) error {
 	errc := make(chan error, 1)
 	go func() { errc <- s.srv.Serve(s.lis) }()
@@ -169,13 +153,24 @@ func (s *HTTPServer) serveEvent(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, status, body)
 }
 
-// reject answers a request refused before dispatch; status 0 means the error's own.
+// reject answers a request refused before dispatch with the dispatcher's Answer;
+// status, when not 0, refines the answer's own (413, 415 for invalid input).
 func (s *HTTPServer) reject(r *http.Request, status int, err error) (int, any) {
-	s.d.Reject(r.Context(), dispatch.PathHTTP, core.Event{}, err)
-	if status == 0 {
-		status = HTTPStatus(err)
+	a := s.d.Reject(r.Context(), dispatch.PathHTTP, core.Event{}, err)
+	st, body := httpAnswer(a)
+	if status != 0 {
+		st = status
 	}
-	return status, errorBody{Error: err.Error(), Field: dispatch.FieldOf(err)}
+	return st, body
+}
+
+// httpAnswer is a's status (HTTPStatus) and JSON body: the Response when the event was
+// done, ignored or failed on some object, else the error and the invalid field.
+func httpAnswer(a dispatch.Answer) (int, any) {
+	if answered(a) {
+		return HTTPStatus(a), a.Response
+	}
+	return HTTPStatus(a), errorBody{Error: a.Err.Error(), Field: a.Field()}
 }
 
 // event handles POST / and returns the status and JSON body.
@@ -227,11 +222,7 @@ func (s *HTTPServer) event(r *http.Request) (int, any) {
 	} else {
 		a = s.d.Dispatch(r.Context(), dispatch.Request{Path: dispatch.PathHTTP, Options: opts, Event: dec.CoreEvent()})
 	}
-	switch a.Class {
-	case dispatch.ClassOK, dispatch.ClassIgnored, dispatch.ClassFailed:
-		return HTTPStatus(a.Err), a.Response
-	}
-	return HTTPStatus(a.Err), errorBody{Error: a.Err.Error(), Field: dispatch.FieldOf(a.Err)}
+	return httpAnswer(a)
 }
 
 // decodeBinary reads a binary-mode CloudEvent (ce-* headers, data in the body) with the
@@ -299,18 +290,4 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))
-}
-
-// withDetail appends detail lines (HTTPOptions.Ready) to a /readyz message.
-func withDetail(msg, detail string) string {
-	if detail = strings.TrimRight(detail, "\n"); detail != "" {
-		return msg + "\n" + detail
-	}
-	return msg
-}
-
-func plain(w http.ResponseWriter, status int, msg string) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.WriteHeader(status)
-	_, _ = io.WriteString(w, msg+"\n")
 }

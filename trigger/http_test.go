@@ -20,6 +20,7 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/dispatch"
 	"github.com/configmap-attacher/configmap-attacher/internal/event"
+	"github.com/configmap-attacher/configmap-attacher/internal/ops"
 )
 
 type answer struct {
@@ -68,9 +69,22 @@ func newHTTP(t *testing.T, f *fixture, o HTTPOptions) *httptest.Server {
 	return ts
 }
 
+// legacyOps is the ops routes (internal/ops) as serve mounts them on the receiver for
+// one release (HTTPOptions.Ops), with the token's rules.
+func legacyOps(t *testing.T, f *fixture, token []byte, public bool) http.Handler {
+	t.Helper()
+	o := ops.Options{Gatherer: f.d.Metrics().Registry, PublicMetrics: public}
+	if b := NewBearer(token); b != nil {
+		o.Authorized = b.Valid
+	}
+	h, err := ops.NewHandler(o)
+	require.NoError(t, err)
+	return h
+}
+
 func TestHTTPAnswers(t *testing.T) {
 	f := newFixture(t, dispatch.Config{})
-	ts := newHTTP(t, f, HTTPOptions{MaxBodyBytes: 64 << 10})
+	ts := newHTTP(t, f, HTTPOptions{MaxBodyBytes: 64 << 10, Ops: legacyOps(t, f, nil, false)})
 	good := rsPayload("web-1", rsUID)
 	data := good
 	structured := `{"specversion":"1.0","id":"1","source":"test","type":"resource","datacontenttype":"application/json","data":` + data + `}`
@@ -174,7 +188,7 @@ func TestHTTPAnswers(t *testing.T) {
 		assert.Len(t, f.owners(t), 1)
 	})
 
-	t.Run("health, readiness, metrics", func(t *testing.T) {
+	t.Run("health, readiness, metrics on the receiver until 0.4.0", func(t *testing.T) {
 		assert.Equal(t, 200, do(t, mustReq(t, http.MethodGet, ts.URL+"/healthz")).status)
 		assert.Equal(t, 200, do(t, mustReq(t, http.MethodGet, ts.URL+"/readyz")).status)
 		m := do(t, mustReq(t, http.MethodGet, ts.URL+"/metrics"))
@@ -189,15 +203,6 @@ func mustReq(t *testing.T, method, url string) *http.Request {
 	req, err := http.NewRequest(method, url, nil)
 	require.NoError(t, err)
 	return req
-}
-
-func TestHTTPNotReady(t *testing.T) {
-	f := newFixture(t, dispatch.Config{})
-	ts := newHTTP(t, f, HTTPOptions{Ready: func() (bool, string) { return false, "" }})
-	a := do(t, mustReq(t, http.MethodGet, ts.URL+"/readyz"))
-	assert.Equal(t, 503, a.status)
-	assert.Contains(t, a.raw, "not ready")
-	assert.Equal(t, 200, do(t, mustReq(t, http.MethodGet, ts.URL+"/healthz")).status)
 }
 
 func TestHTTPRetryable(t *testing.T) {

@@ -89,7 +89,7 @@ networkPolicy:
 
 // chartSetFlags are the serve flags the chart sets itself (not under .Values.flags).
 var chartSetFlags = map[string]string{
-	"grpc-addr": "ports.grpc", "http-addr": "ports.http", "tls-cert-file": "tls", "tls-key-file": "tls",
+	"grpc-addr": "ports.grpc", "http-addr": "ports.http", "metrics-addr": "ports.metrics", "tls-cert-file": "tls", "tls-key-file": "tls",
 	"http-token-file": "httpAuth", "eventbus-auth-file": "eventBusAuth", "argocd-clusters": "argocdClusters",
 	"leader-elect": "leaderElection", "leader-elect-namespace": "leaderElection",
 	"fleet": "fleet.enabled", "fleet-namespace": "fleet", "fleet-shards": "fleet.shards", "fleet-addr": "fleet.port",
@@ -241,7 +241,7 @@ func TestChartRendersIdentically(t *testing.T) {
 }
 
 // TestChartPodIsLockedDown: non-root, read-only root filesystem, no privilege escalation,
-// no capabilities, probes on /healthz and /readyz, resources set, for every option set.
+// no capabilities, probes on /healthz and /readyz of the ops listener, resources set, for every option set.
 func TestChartPodIsLockedDown(t *testing.T) {
 	for _, vs := range valueSets {
 		t.Run(vs.name, func(t *testing.T) {
@@ -264,6 +264,9 @@ func TestChartPodIsLockedDown(t *testing.T) {
 				{"capabilities", nested(c, "securityContext", "capabilities", "drop"), []any{"ALL"}},
 				{"liveness path", nested(c, "livenessProbe", "httpGet", "path"), "/healthz"},
 				{"readiness path", nested(c, "readinessProbe", "httpGet", "path"), "/readyz"},
+				{"liveness on the ops listener", nested(c, "livenessProbe", "httpGet", "port"), "metrics"},
+				{"readiness on the ops listener", nested(c, "readinessProbe", "httpGet", "port"), "metrics"},
+				{"startup on the ops listener", nested(c, "startupProbe", "httpGet", "port"), "metrics"},
 				{"memory limit", nested(c, "resources", "limits", "memory"), "384Mi"},
 			}
 			for _, ck := range checks {

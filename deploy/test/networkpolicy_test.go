@@ -203,6 +203,7 @@ func TestChartNetworkPolicy(t *testing.T) {
 		dns           = endpoint{name: "cluster DNS", ns: "kube-system", labels: map[string]string{"k8s-app": "kube-dns"}}
 		eventBus      = endpoint{name: "the EventBus", ns: "argo-events", labels: map[string]string{"controller": "eventbus-controller", "eventbus-name": "default"}}
 		grpc, http    = int32(9000), int32(8080)
+		metrics       = int32(8081)
 		tcp, udp      = corev1.ProtocolTCP, corev1.ProtocolUDP
 		egressEnabled = `
 networkPolicy:
@@ -234,7 +235,8 @@ networkPolicy:
 		{name: "by default only the shipped Sensors reach the ports", values: "", checks: []check{
 			in(grpcSensor, grpc, true), in(grpcSensor, http, true), in(httpSensor, http, true), in(httpSensor, grpc, true),
 			in(otherSensor, grpc, false), in(otherSensor, http, false), in(sensorAway, grpc, false),
-			in(anyPod, grpc, false), in(anyPod, http, false), in(prometheus, http, false),
+			in(anyPod, grpc, false), in(anyPod, http, false), in(prometheus, http, false), in(prometheus, metrics, false),
+			in(grpcSensor, metrics, false), in(httpSensor, metrics, false),
 			// Egress is not restricted by default.
 			out(otherAddress, 443, tcp, true), out(anyPod, 80, tcp, true),
 		}},
@@ -242,10 +244,11 @@ networkPolicy:
 networkPolicy:
   extraFrom: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: ci}}}]
 `, checks: []check{in(ciJob, grpc, true), in(ciJob, http, true), in(grpcSensor, grpc, true), in(anyPod, http, false)}},
-		{name: "metricsFrom adds peers to the http port only", values: `
+		{name: "metricsFrom adds peers to the metrics port only", values: `
 networkPolicy:
   metricsFrom: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: monitoring}}}]
-`, checks: []check{in(prometheus, http, true), in(prometheus, grpc, false), in(grpcSensor, grpc, true)}},
+`, checks: []check{in(prometheus, metrics, true), in(prometheus, http, false), in(prometheus, grpc, false), in(grpcSensor, grpc, true),
+			in(grpcSensor, metrics, false)}},
 		{name: "without Sensors or peers nothing gets in", values: "networkPolicy: {sensors: {enabled: false}}",
 			checks: []check{in(grpcSensor, grpc, false), in(httpSensor, http, false), in(anyPod, http, false)}},
 		{name: "another Sensor by its name", values: "networkPolicy: {sensors: {names: [other]}}",

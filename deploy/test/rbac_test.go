@@ -205,7 +205,7 @@ func (r scenarioRun) run(t *testing.T) error {
 	slogSink := &logSink{}
 	log := slog.New(slog.NewTextHandler(io.MultiWriter(slogSink), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	// The chart's default: the HTTP receiver requires a bearer token.
-	opts := server.Options{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", ClusterName: "in-cluster",
+	opts := server.Options{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", ClusterName: "in-cluster",
 		AllowSecrets: true, Logger: log, ShutdownTimeout: 5 * time.Second, HTTPToken: []byte(rbacHTTPToken)}
 	in := server.Ingress{Watch: true}
 	if r.namespaced {
@@ -251,7 +251,7 @@ func (r scenarioRun) run(t *testing.T) error {
 		return fmt.Errorf("%s: %w; permission errors: %s", scenario, err, strings.Join(lines, " | "))
 	}
 	base := "http://" + srv.HTTPAddr()
-	if err := until(deadline, func() error { return httpGetOK(ctx, base+"/readyz") }); err != nil {
+	if err := until(deadline, func() error { return httpGetOK(ctx, "http://"+srv.MetricsAddr()+"/readyz") }); err != nil {
 		return fail("ready", err)
 	}
 	// Scenario attach: the HTTP receiver with a bare ReplicaSet, Secrets included, and the

@@ -118,6 +118,8 @@ func localArgs(t *testing.T, objs []*unstructured.Unstructured, secrets map[stri
 			a = "--grpc-addr=127.0.0.1:0"
 		case strings.HasPrefix(a, "--http-addr="):
 			a = "--http-addr=127.0.0.1:0"
+		case strings.HasPrefix(a, "--metrics-addr="):
+			a = "--metrics-addr=127.0.0.1:0"
 		}
 		for mount, dir := range dirs {
 			a = strings.Replace(a, "="+mount+"/", "="+dir+"/", 1)
@@ -129,10 +131,10 @@ func localArgs(t *testing.T, objs []*unstructured.Unstructured, secrets map[stri
 
 // TestChartServesWhatItRenders runs the service in-process from the chart's rendered
 // command line (TLS from a Secret, the bearer token from a Secret, both mounted as the
-// pod would see them): gRPC and HTTP both speak TLS only; the gRPC custom trigger answers
-// an Argo Events client that dials as a Sensor with secure: true does; HTTP requires the
-// token everywhere except the probes, and /metrics takes the same token the
-// ServiceMonitor sends.
+// pod would see them): gRPC, HTTP and the ops listener all speak TLS only; the gRPC custom
+// trigger answers an Argo Events client that dials as a Sensor with secure: true does;
+// HTTP requires the token for every event; the ops listener answers the probes without
+// it, and /metrics takes the same token the ServiceMonitor sends.
 func TestChartServesWhatItRenders(t *testing.T) {
 	c := controlplane.Require(t, cp)
 	objs := renderObjects(t, `
@@ -198,7 +200,7 @@ tls: {enabled: true, existingSecret: my-serving-cert}
 
 	// HTTP over TLS with and without the token.
 	https := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: serviceHost}}}
-	base := "https://" + srv.HTTPAddr()
+	base, opsBase := "https://"+srv.HTTPAddr(), "https://"+srv.MetricsAddr()
 	do := func(client *http.Client, method, url, auth string, body []byte) (int, error) {
 		req, _ := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
@@ -214,27 +216,27 @@ tls: {enabled: true, existingSecret: my-serving-cert}
 		return resp.StatusCode, nil
 	}
 	if err := until(time.Now().Add(60*time.Second), func() error {
-		_, err := do(https, http.MethodGet, base+"/healthz", "", nil)
+		_, err := do(https, http.MethodGet, opsBase+"/healthz", "", nil)
 		return err
 	}); err != nil {
 		t.Fatalf("HTTPS: %v", err)
 	}
 	rs := []byte(`{"apiVersion":"apps/v1","kind":"ReplicaSet","metadata":{"namespace":"default","name":"no-such-rs","uid":"u"}}`)
 	for _, tc := range []struct {
-		name, method, path, auth string
-		body                     []byte
-		want                     func(int) bool
+		name, base, method, path, auth string
+		body                           []byte
+		want                           func(int) bool
 	}{
-		{"liveness probe without the token", http.MethodGet, "/healthz", "", nil, func(c int) bool { return c == http.StatusOK }},
-		{"readiness probe without the token", http.MethodGet, "/readyz", "", nil, func(c int) bool { return c != http.StatusUnauthorized }},
-		{"an event without the token", http.MethodPost, "/", "", rs, func(c int) bool { return c == http.StatusUnauthorized }},
-		{"an event with a wrong token", http.MethodPost, "/", "Bearer other", rs, func(c int) bool { return c == http.StatusUnauthorized }},
-		{"an event with the token", http.MethodPost, "/", "Bearer " + token, rs, func(c int) bool { return c != http.StatusUnauthorized }},
-		{"metrics without the token", http.MethodGet, "/metrics", "", nil, func(c int) bool { return c == http.StatusUnauthorized }},
-		{"metrics with the ServiceMonitor's token", http.MethodGet, "/metrics", "Bearer " + token, nil, func(c int) bool { return c == http.StatusOK }},
+		{"liveness probe without the token", opsBase, http.MethodGet, "/healthz", "", nil, func(c int) bool { return c == http.StatusOK }},
+		{"readiness probe without the token", opsBase, http.MethodGet, "/readyz", "", nil, func(c int) bool { return c != http.StatusUnauthorized }},
+		{"an event without the token", base, http.MethodPost, "/", "", rs, func(c int) bool { return c == http.StatusUnauthorized }},
+		{"an event with a wrong token", base, http.MethodPost, "/", "Bearer other", rs, func(c int) bool { return c == http.StatusUnauthorized }},
+		{"an event with the token", base, http.MethodPost, "/", "Bearer " + token, rs, func(c int) bool { return c != http.StatusUnauthorized }},
+		{"metrics without the token", opsBase, http.MethodGet, "/metrics", "", nil, func(c int) bool { return c == http.StatusUnauthorized }},
+		{"metrics with the ServiceMonitor's token", opsBase, http.MethodGet, "/metrics", "Bearer " + token, nil, func(c int) bool { return c == http.StatusOK }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			code, err := do(https, tc.method, base+tc.path, tc.auth, tc.body)
+			code, err := do(https, tc.method, tc.base+tc.path, tc.auth, tc.body)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -243,7 +245,9 @@ tls: {enabled: true, existingSecret: my-serving-cert}
 			}
 		})
 	}
-	if code, err := do(http.DefaultClient, http.MethodGet, "http://"+srv.HTTPAddr()+"/healthz", "", nil); err == nil && code == http.StatusOK {
-		t.Error("HTTP answers in plain text; with tls.enabled it must speak TLS only")
+	for _, addr := range []string{srv.HTTPAddr(), srv.MetricsAddr()} {
+		if code, err := do(http.DefaultClient, http.MethodGet, "http://"+addr+"/healthz", "", nil); err == nil && code == http.StatusOK {
+			t.Errorf("%s answers in plain text; with tls.enabled it must speak TLS only", addr)
+		}
 	}
 }

@@ -427,7 +427,7 @@ func TestServeSaysNotOptedInOncePerObject(t *testing.T) {
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan int, 1)
 	go func() {
-		done <- cli.Main(runCtx, []string{"serve", "--kubeconfig", cp.Kubeconfig(), "--grpc-addr", "-", "--http-addr", "127.0.0.1:0",
+		done <- cli.Main(runCtx, []string{"serve", "--kubeconfig", cp.Kubeconfig(), "--grpc-addr", "-", "--http-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0",
 			"--watch", "--watch-namespace", ns, "--watch-resync", "1s", "--log-level", "debug"},
 			cli.Streams{In: strings.NewReader(""), Out: &errOut, Err: &errOut})
 	}()
@@ -457,7 +457,7 @@ func TestServeLogsOneLinePerRequestWithTheReason(t *testing.T) {
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan int, 1)
 	go func() {
-		done <- cli.Main(runCtx, []string{"serve", "--kubeconfig", cp.Kubeconfig(), "--grpc-addr", "-", "--http-addr", "127.0.0.1:0",
+		done <- cli.Main(runCtx, []string{"serve", "--kubeconfig", cp.Kubeconfig(), "--grpc-addr", "-", "--http-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0",
 			"--max-body-bytes", "1024", "--log-level", "debug"}, cli.Streams{In: strings.NewReader(""), Out: &errOut, Err: &errOut})
 	}()
 	var addr string

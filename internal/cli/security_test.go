@@ -54,7 +54,7 @@ func TestServeKeepsCredentialsOutOfLogs(t *testing.T) {
 	}
 	tokenFile, passFile, wrongFile := write("token", httpToken), write("pass", busPass), write("wrong", wrongPass)
 	args := func(pass string) []string {
-		return []string{"serve", "--kubeconfig", cp.Kubeconfig(), "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0",
+		return []string{"serve", "--kubeconfig", cp.Kubeconfig(), "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0",
 			"--log-level", "debug", "--http-token-file", tokenFile, "--namespaces", ns + ",other", "--exclude-namespaces", "kube-system",
 			"--eventbus-url", nats.ClientURL(), "--eventbus-user", "attacher", "--eventbus-password-file", pass,
 			"--eventbus-tls-ca-file", nats.CAFile(), "--eventbus-stream", "default"}

@@ -17,12 +17,15 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/internal/ingress/eventbus"
 	"github.com/configmap-attacher/configmap-attacher/internal/ingress/watch"
 	"github.com/configmap-attacher/configmap-attacher/internal/kube"
+	"github.com/configmap-attacher/configmap-attacher/internal/ops"
 	"github.com/configmap-attacher/configmap-attacher/internal/server"
 )
 
 // ServeOptions are the flags of `configmap-attacher serve`.
 type ServeOptions struct {
 	GRPCAddr, HTTPAddr      string
+	MetricsAddr             string
+	Pprof                   bool
 	Kubeconfig, Context     string
 	InCluster               bool
 	ClusterName             string
@@ -74,7 +77,7 @@ type ServeOptions struct {
 
 // DefaultServeOptions returns serve's defaults.
 func DefaultServeOptions() ServeOptions {
-	return ServeOptions{GRPCAddr: server.DefaultGRPCAddr, HTTPAddr: server.DefaultHTTPAddr,
+	return ServeOptions{GRPCAddr: server.DefaultGRPCAddr, HTTPAddr: server.DefaultHTTPAddr, MetricsAddr: ops.DefaultAddr,
 		ClusterName: dispatch.DefaultClusterName, MaxInFlight: dispatch.DefaultMaxInFlight, GCDryRun: DryRunNone,
 		ExecuteTimeout: dispatch.DefaultExecuteTimeout, ReplicaSetWait: cache.DefaultReplicaSetWait, ShutdownTimeout: 30 * time.Second,
 		MaxBodyBytes: event.MaxPayloadBytes, LogLevel: "info", LogFormat: "text",
@@ -87,7 +90,9 @@ func DefaultServeOptions() ServeOptions {
 // AddFlags binds the options to a flag set.
 func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.GRPCAddr, "grpc-addr", o.GRPCAddr, `Argo Events custom trigger (gRPC) listen address; "-" disables it`)
-	fs.StringVar(&o.HTTPAddr, "http-addr", o.HTTPAddr, `HTTP receiver (CloudEvents, JSON, /healthz, /readyz, /metrics) listen address; "-" disables it`)
+	fs.StringVar(&o.HTTPAddr, "http-addr", o.HTTPAddr, `HTTP receiver (CloudEvents, JSON) listen address; "-" disables it (it also serves /healthz, /readyz, /metrics until 0.4.0: use --metrics-addr)`)
+	fs.StringVar(&o.MetricsAddr, "metrics-addr", o.MetricsAddr, `ops listener (/metrics, /healthz, /readyz, with --pprof /debug/pprof/) listen address; "-" turns it off`)
+	fs.BoolVar(&o.Pprof, "pprof", o.Pprof, "serve Go's runtime profiles (/debug/pprof/) on the ops listener, behind the bearer token (needs --http-token-file)")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig file (default $KUBECONFIG or ~/.kube/config, then in-cluster)")
 	fs.StringVar(&o.Context, "context", o.Context, "kubeconfig context")
 	fs.BoolVar(&o.InCluster, "in-cluster", o.InCluster, "use the pod's service account (default: when no kubeconfig is found)")
@@ -196,6 +201,8 @@ func (o *ServeOptions) Validate() error {
 	switch {
 	case o.GRPCAddr == "-" && o.HTTPAddr == "-":
 		return usagef("--grpc-addr and --http-addr are both disabled: nothing to serve")
+	case o.Pprof && (o.MetricsAddr == "-" || o.Security.HTTPTokenFile == ""):
+		return usagef("--pprof needs the ops listener (--metrics-addr) and the bearer token (--http-token-file); without a token use --profiling-addr, a loopback listener")
 	case (o.TLSCertFile == "") != (o.TLSKeyFile == ""):
 		return usagef("--tls-cert-file and --tls-key-file go together")
 	case o.MaxInFlight < 1:
@@ -227,7 +234,7 @@ func (o *ServeOptions) Validate() error {
 
 // ServerOptions converts the flags to server.Options (without the logger).
 func (o *ServeOptions) ServerOptions() server.Options {
-	return server.Options{GRPCAddr: o.GRPCAddr, HTTPAddr: o.HTTPAddr, TLSCertFile: o.TLSCertFile, TLSKeyFile: o.TLSKeyFile,
+	return server.Options{GRPCAddr: o.GRPCAddr, HTTPAddr: o.HTTPAddr, MetricsAddr: o.MetricsAddr, Pprof: o.Pprof, TLSCertFile: o.TLSCertFile, TLSKeyFile: o.TLSKeyFile,
 		ClusterName: o.ClusterName, Namespace: o.Namespace, MaxInFlight: o.MaxInFlight, ExecuteTimeout: o.ExecuteTimeout,
 		MaxBodyBytes: o.MaxBodyBytes, ShutdownTimeout: o.ShutdownTimeout, AllowSecrets: o.AllowSecrets,
 		BlockOwnerDeletion: o.BlockOwnerDeletion, ProbeInterval: o.ClusterProbeInterval, ReplicaSetWait: o.replicaSetWait(),
@@ -301,7 +308,8 @@ func newServeCommand(s *Streams) *cobra.Command {
   gRPC  (--grpc-addr, default :9000)  Argo Events' custom trigger protocol (Sensor "custom" trigger)
   HTTP  (--http-addr, default :8080)  POST / with a CloudEvent (binary or structured) or plain JSON
                                       (Argo Events' HTTP trigger); trigger spec keys as query parameters
-                                      or X-Configmap-Attacher-<Key> headers; /healthz, /readyz, /metrics
+                                      or X-Configmap-Attacher-<Key> headers
+  ops   (--metrics-addr, default :8081) /metrics, /healthz, /readyz (and /debug/pprof/ with --pprof)
 
   --watch                             watch ReplicaSets directly (no Argo Events needed)
   --eventbus-url                      subscribe to the Argo Events EventBus (JetStream) directly

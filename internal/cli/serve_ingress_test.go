@@ -40,7 +40,7 @@ func TestServeWatchAndSweep(t *testing.T) {
 	defer cancel()
 	done := make(chan int, 1)
 	go func() {
-		done <- cli.Main(runCtx, []string{"serve", "--kubeconfig", cp.Kubeconfig(), "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0",
+		done <- cli.Main(runCtx, []string{"serve", "--kubeconfig", cp.Kubeconfig(), "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0",
 			"--watch", "--gc-interval", "1s", "--gc-min-age", "1s", "--gc-keep", "0", "--log-level", "warn"},
 			cli.Streams{In: strings.NewReader(""), Out: &errOut, Err: &errOut})
 	}()
@@ -134,7 +134,7 @@ func TestServeOperationGC(t *testing.T) {
 	defer cancel()
 	done := make(chan int, 1)
 	go func() {
-		done <- cli.Main(runCtx, []string{"serve", "--kubeconfig", cp.Kubeconfig(), "--grpc-addr", "-", "--http-addr", addr, "--gc-min-age", "1s", "--gc-keep", "0", "--log-level", "warn"},
+		done <- cli.Main(runCtx, []string{"serve", "--kubeconfig", cp.Kubeconfig(), "--grpc-addr", "-", "--http-addr", addr, "--metrics-addr", "127.0.0.1:0", "--gc-min-age", "1s", "--gc-keep", "0", "--log-level", "warn"},
 			cli.Streams{In: strings.NewReader(""), Out: &errOut, Err: &errOut})
 	}()
 	payload := fmt.Sprintf(`{"apiVersion":"apps/v1","kind":"ReplicaSet","metadata":{"namespace":%q,"name":"g-1"}}`, ns)

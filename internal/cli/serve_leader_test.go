@@ -28,7 +28,7 @@ func TestServeLeaderElection(t *testing.T) {
 		var out testfix.SyncBuffer
 		done := make(chan int, 1)
 		go func() {
-			done <- cli.Main(runCtx, []string{"serve", "--kubeconfig", cp.Kubeconfig(), "--grpc-addr", "-", "--http-addr", "127.0.0.1:0",
+			done <- cli.Main(runCtx, []string{"serve", "--kubeconfig", cp.Kubeconfig(), "--grpc-addr", "-", "--http-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0",
 				"--gc-interval", "1s", "--leader-elect", "--leader-elect-namespace", ns, "--log-level", "warn"},
 				cli.Streams{In: strings.NewReader(""), Out: &out, Err: &out})
 		}()

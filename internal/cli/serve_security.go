@@ -29,7 +29,7 @@ type SecurityFlags struct {
 
 // AddFlags binds the flags.
 func (f *SecurityFlags) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&f.HTTPTokenFile, "http-token-file", f.HTTPTokenFile, "file holding a bearer token every HTTP request must carry (Authorization: Bearer <token>); /healthz and /readyz are exempt")
+	fs.StringVar(&f.HTTPTokenFile, "http-token-file", f.HTTPTokenFile, "file holding a bearer token every HTTP event must carry (Authorization: Bearer <token>); the ops listener asks it for /metrics, /readyz's detail and pprof")
 	fs.BoolVar(&f.PublicMetrics, "http-public-metrics", f.PublicMetrics, "with --http-token-file: serve /metrics without the token")
 	fs.StringVar(&f.TLSClientCAFile, "tls-client-ca-file", f.TLSClientCAFile, "PEM CA bundle: require client certificates signed by it on gRPC and HTTP (mutual TLS; needs --tls-cert-file)")
 	fs.StringSliceVar(&f.Namespaces, "namespaces", f.Namespaces, "act only in these namespaces (comma list; default: all); events elsewhere are refused")

@@ -27,6 +27,10 @@ func TestServeOptionsValidate(t *testing.T) {
 		{"profiling on loopback", func(o *ServeOptions) { o.ProfilingAddr = "127.0.0.1:6060" }, true},
 		{"profiling on every interface", func(o *ServeOptions) { o.ProfilingAddr = ":6060" }, false},
 		{"profiling on a routable address", func(o *ServeOptions) { o.ProfilingAddr = "10.0.0.1:6060" }, false},
+		{"pprof without the token", func(o *ServeOptions) { o.Pprof = true }, false},
+		{"pprof behind the token", func(o *ServeOptions) { o.Pprof, o.Security.HTTPTokenFile = true, "token" }, true},
+		{"pprof without the ops listener", func(o *ServeOptions) { o.Pprof, o.Security.HTTPTokenFile, o.MetricsAddr = true, "token", "-" }, false},
+		{"the ops listener alone serves probes", func(o *ServeOptions) { o.HTTPAddr = "-" }, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := DefaultServeOptions()
@@ -47,7 +51,7 @@ func TestServeCommandFlags(t *testing.T) {
 	code := Main(context.Background(), []string{"serve", "--help"}, Streams{Out: &out, Err: &errb})
 	assert.Equal(t, ExitOK, code, errb.String())
 	for _, f := range []string{"--grpc-addr", "--http-addr", "--kubeconfig", "--context", "--tls-cert-file", "--tls-key-file",
-		"--max-in-flight", "--execute-timeout", "--allow-secrets", "--block-owner-deletion", "--log-level", "--log-format", "--profiling-addr"} {
+		"--max-in-flight", "--execute-timeout", "--allow-secrets", "--block-owner-deletion", "--log-level", "--log-format", "--profiling-addr", "--metrics-addr", "--pprof"} {
 		assert.Contains(t, out.String(), f)
 	}
 	code = Main(context.Background(), []string{"serve", "--max-in-flight", "0"}, Streams{Out: &out, Err: &errb})

@@ -146,7 +146,7 @@ func TestServeSeveralClusters(t *testing.T) {
 	require.NoError(t, os.WriteFile(tokenFile, []byte("detail-token\n"), 0o600))
 	go func() {
 		done <- cli.Main(ctx, []string{"serve", "--kubeconfig", kc, "--cluster", "a", "--cluster", "b", "--grpc-addr", "-",
-			"--http-addr", addr, "--cluster-probe-interval", "200ms", "--log-level", "warn",
+			"--http-addr", addr, "--metrics-addr", "127.0.0.1:0", "--cluster-probe-interval", "200ms", "--log-level", "warn",
 			"--http-token-file", tokenFile, "--http-public-metrics"},
 			cli.Streams{In: strings.NewReader(""), Out: &out, Err: &errb})
 	}()

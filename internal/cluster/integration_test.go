@@ -177,7 +177,7 @@ func startService(t *testing.T, opts Options) *service {
 	require.NoError(t, err)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	hs := trigger.NewHTTPServer(d, lis, trigger.HTTPOptions{Ready: reg.Readiness})
+	hs := trigger.NewHTTPServer(d, lis, trigger.HTTPOptions{})
 	ctx, cancel := context.WithCancel(context.Background())
 	errs := make(chan error, 2)
 	go func() { errs <- reg.Run(ctx) }()

@@ -53,7 +53,8 @@ type RuntimeOptions struct {
 // side (safety rule 9), with the ReplicaSets when ReplicaSets is set (serve --watch).
 type WatchOptions struct {
 	ReplicaSets bool
-	// Options are the effective options of every watched event (the service's spec).
+	// Options are the effective options of every watched event; nil means the service's
+	// defaults, which the dispatcher applies (dispatch.Request.Options).
 	Options *core.Options
 	// Resync, Workers and StopGrace are watch.Options'.
 	Resync    time.Duration

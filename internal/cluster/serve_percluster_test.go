@@ -32,7 +32,7 @@ func serveCLI(t *testing.T, args ...string) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	var out syncBuffer
-	args = append([]string{"serve", "--grpc-addr", "-", "--http-addr", addr, "--cluster-probe-interval", "200ms", "--log-level", "warn"}, args...)
+	args = append([]string{"serve", "--grpc-addr", "-", "--http-addr", addr, "--metrics-addr", "127.0.0.1:0", "--cluster-probe-interval", "200ms", "--log-level", "warn"}, args...)
 	go func() { done <- cli.Main(ctx, args, cli.Streams{In: strings.NewReader(""), Out: &out, Err: &out}) }()
 	t.Cleanup(func() {
 		cancel()

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/event"
 )
@@ -110,4 +112,22 @@ func FieldOf(err error) string {
 		return fe.Field
 	}
 	return ""
+}
+
+// Forbidden reports whether a's permanent failure was RBAC's refusal of a write: the
+// ways in answer it as "permission denied" (gRPC PermissionDenied, HTTP 403) rather than
+// the class's plain permanent failure. It refines the class, never changes it.
+func (a Answer) Forbidden() bool {
+	var pe *core.PermanentError
+	return a.Class == ClassPermanent && errors.As(a.Err, &pe) && apierrors.IsForbidden(pe.Cause)
+}
+
+// Field returns the input field an invalid answer names (a *core.FieldError), or "".
+func (a Answer) Field() string { return FieldOf(a.Err) }
+
+// Failure is the Answer to an error a way in met outside the dispatcher (a reply it
+// could not encode, a request of its own protocol it could not read) whose class the
+// way in knows: nothing is counted or logged, and nothing classifies err again.
+func Failure(c Class, err error) Answer {
+	return Answer{Class: c, Err: err, Response: Response{Message: err.Error(), Error: err.Error()}}
 }

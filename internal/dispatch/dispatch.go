@@ -49,7 +49,10 @@ func (p Path) pull() bool { return p == PathEventBus || p == PathWatcher || p ==
 // Request is one decoded event.
 type Request struct {
 	Path Path
-	// Options are the event's effective options (Dispatcher.ParseSpec of its spec).
+	// Options are the event's effective options (Dispatcher.ParseSpec of its spec). The
+	// zero value (no Operation: a way in without a spec of its own, the watcher) means
+	// the service's defaults, which the dispatcher applies (Config.Defaults): no way in
+	// holds a copy of them.
 	Options core.Options
 	// Event names the ReplicaSet. Event.Cluster is the cluster the event itself names
 	// (Argo Events metadata, CloudEvent extension; "" for none); Options.Cluster wins
@@ -104,6 +107,8 @@ type Config struct {
 	Sweeps Sweeps
 	// Defaults are what an empty spec means on every path (core.DefaultOptions, with
 	// IncludeSecrets set when the service allows Secrets). Zero means core.DefaultOptions.
+	// The dispatcher is the one holder of them: ParseSpec starts from them, a Request
+	// without Options gets them, Defaults returns them.
 	Defaults *core.Options
 	// MaxInFlight bounds the events handled at once, all paths together.
 	MaxInFlight int
@@ -188,6 +193,9 @@ func New(cfg Config) (*Dispatcher, error) {
 // Metrics returns the dispatcher's metrics.
 func (d *Dispatcher) Metrics() *Metrics { return d.metrics }
 
+// Defaults returns the service's defaults: what an empty spec means on every path.
+func (d *Dispatcher) Defaults() core.Options { return d.defaults }
+
 // ParseSpec returns the options of a trigger spec on this service: core.ParseSpecWith
 // from the service's defaults. Errors are *core.FieldError naming the key.
 func (d *Dispatcher) ParseSpec(spec map[string]string) (core.Options, error) {
@@ -214,6 +222,9 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 // while ctx lives. The work is bounded by the execute timeout and by the stop grace.
 func (d *Dispatcher) Dispatch(ctx context.Context, req Request) Answer {
 	start := time.Now()
+	if req.Options.Operation == "" {
+		req.Options = d.defaults // a way in without a spec of its own
+	}
 	a, forwarded := d.dispatch(ctx, req)
 	if !forwarded { // the owner counted and logged it
 		d.finish(ctx, req.Path, start, &a)

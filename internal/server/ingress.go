@@ -100,7 +100,7 @@ func (s *Server) runtimeOptions(ro cluster.Options, metrics *dispatch.Metrics) (
 	}
 	rto := cluster.RuntimeOptions{Namespace: o.Namespace, AllowSecrets: o.AllowSecrets, BlockOwnerDeletion: o.BlockOwnerDeletion,
 		Namespaces: o.Namespaces, ReplicaSetWait: o.ReplicaSetWait, Dispatcher: s.d, Logger: s.log,
-		Watch: cluster.WatchOptions{ReplicaSets: in.Watch, Options: &s.spec, Resync: in.WatchResync, Workers: in.WatchWorkers,
+		Watch: cluster.WatchOptions{ReplicaSets: in.Watch, Resync: in.WatchResync, Workers: in.WatchWorkers,
 			StopGrace: o.ShutdownTimeout},
 		GC: &cluster.SweepOptions{Interval: in.GC.Interval, Options: in.GC.Options, DryRun: in.GC.DryRun,
 			ServerDryRun: in.GC.ServerDryRun, Metrics: gcm}}
@@ -152,7 +152,10 @@ func (s *Server) subscriber(metrics *dispatch.Metrics) (*eventbus.Subscriber, er
 		o.Registerer = metrics.Registry
 	}
 	if o.Options == nil {
-		o.Options = &s.spec
+		// The subscription still takes the options of its events itself; they are the
+		// dispatcher's defaults, the one copy.
+		defaults := s.d.Defaults()
+		o.Options = &defaults
 	}
 	return eventbus.NewSubscriber(o, s.d)
 }

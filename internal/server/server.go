@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -23,6 +24,7 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/dispatch"
 	"github.com/configmap-attacher/configmap-attacher/internal/ingress/eventbus"
+	"github.com/configmap-attacher/configmap-attacher/internal/ops"
 	"github.com/configmap-attacher/configmap-attacher/trigger"
 )
 
@@ -31,6 +33,15 @@ type Options struct {
 	// GRPCAddr and HTTPAddr are the listen addresses (":9000", ":8080"); "-" disables a
 	// server. Port 0 picks a free port (see Server.GRPCAddr / HTTPAddr).
 	GRPCAddr, HTTPAddr string
+	// MetricsAddr is the ops listener's address: /metrics, /healthz, /readyz and, with
+	// Pprof, /debug/pprof/ (package ops). serve's default is ops.DefaultAddr (":8081");
+	// here "" or "-" turns it off, so that a service run in-process (tests, the dev
+	// environment) binds no fixed port. The receiver still serves the first three for
+	// one release (trigger.HTTPOptions.Ops).
+	MetricsAddr string
+	// Pprof serves the Go runtime's profiles on the ops listener, behind HTTPToken
+	// (required with it). ProfilingAddr is the loopback listener without a token.
+	Pprof bool
 	// TLSCertFile and TLSKeyFile, when set, serve TLS on both servers.
 	TLSCertFile, TLSKeyFile string
 	// ClusterName is the name of the cluster served (dispatch.DefaultClusterName).
@@ -56,7 +67,8 @@ type Options struct {
 	// CA bundle on both servers (mutual TLS).
 	TLSClientCAFile string
 	// HTTPToken, when set, is the bearer token the HTTP receiver requires
-	// (trigger.HTTPOptions.AuthToken); PublicMetrics exempts /metrics.
+	// (trigger.HTTPOptions.AuthToken), and the ops listener for /metrics, /readyz's
+	// detail and pprof; PublicMetrics exempts /metrics.
 	HTTPToken     []byte
 	PublicMetrics bool
 	// Namespaces restricts the namespaces events may act in (core.Config.Namespaces).
@@ -107,7 +119,6 @@ const answerMargin = 3 * time.Second
 type Server struct {
 	opts Options
 	log  *slog.Logger
-	spec core.Options // what an empty spec means on this service
 	reg  *cluster.Registry
 	dir  *cluster.Directory
 	d    *dispatch.Dispatcher
@@ -116,7 +127,11 @@ type Server struct {
 	fleet *fleet
 	grpc  *trigger.GRPCServer
 	http  *trigger.HTTPServer
-	prof  *profiling
+	ops   *ops.Server
+	// drained is closed once every part but the ops listener has returned: the ops
+	// listener serves until then (its /readyz 503 from the start of the shutdown).
+	drained chan struct{}
+	prof    *profiling
 }
 
 // perClusterInFlight is the dispatcher's bound for one cluster: half the slots when
@@ -153,8 +168,11 @@ func New(cfg *rest.Config, o Options) (*Server, error) {
 	if tlsCfg, err = trigger.WithClientCA(tlsCfg, o.TLSClientCAFile); err != nil {
 		return nil, err
 	}
-	s := &Server{opts: o, log: o.Logger, spec: core.DefaultOptions()}
-	s.spec.IncludeSecrets = o.AllowSecrets
+	s := &Server{opts: o, log: o.Logger, drained: make(chan struct{})}
+	// What an empty spec means on this service; the dispatcher is its one holder
+	// (ParseSpec, a Request without Options, Defaults).
+	defaults := core.DefaultOptions()
+	defaults.IncludeSecrets = o.AllowSecrets
 	metrics := dispatch.NewMetrics()
 	// The dispatcher routes through the directory, which the registry fills as cluster
 	// runtimes start and stop: each part is whole when the next is built on it.
@@ -163,7 +181,7 @@ func New(cfg *rest.Config, o Options) (*Server, error) {
 	if s.fleet, err = s.newFleet(ro, tlsCfg); err != nil {
 		return nil, err
 	}
-	s.d, err = dispatch.New(dispatch.Config{Clusters: s.dir, Sweeps: s.dir, Defaults: &s.spec,
+	s.d, err = dispatch.New(dispatch.Config{Clusters: s.dir, Sweeps: s.dir, Defaults: &defaults,
 		MaxInFlight: o.MaxInFlight, MaxInFlightPerCluster: o.perClusterInFlight(), ExecuteTimeout: o.ExecuteTimeout,
 		StopGrace: o.ShutdownTimeout, Metrics: metrics, Logger: s.log, Observe: newOptInNotes(s.log).observe,
 		Forwarder: s.fleet.forwarder()})
@@ -195,6 +213,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.HTTPAddr == "" {
 		o.HTTPAddr = DefaultHTTPAddr
+	}
+	if o.MetricsAddr == "" {
+		o.MetricsAddr = "-"
 	}
 	if o.ClusterName == "" {
 		o.ClusterName = dispatch.DefaultClusterName
@@ -260,43 +281,67 @@ func (s *Server) readiness() (bool, string) {
 // listen binds the enabled listeners and builds the servers on them.
 func (s *Server) listen(tlsCfg *tls.Config) error {
 	o := s.opts
-	var err error
-	var glis, hlis net.Listener
-	closeAll := func() {
-		for _, l := range []net.Listener{glis, hlis} {
-			if l != nil {
-				_ = l.Close()
-			}
+	var lis [3]net.Listener // gRPC, HTTP, ops
+	for i, l := range []struct{ name, addr string }{{"gRPC", o.GRPCAddr}, {"HTTP", o.HTTPAddr}, {"ops", o.MetricsAddr}} {
+		if l.addr == "-" {
+			continue
+		}
+		var err error
+		if lis[i], err = net.Listen("tcp", l.addr); err != nil {
+			closeAll(lis[:i])
+			return fmt.Errorf("%s listen on %s: %w", l.name, l.addr, err)
 		}
 	}
-	if o.GRPCAddr != "-" {
-		if glis, err = net.Listen("tcp", o.GRPCAddr); err != nil {
-			return fmt.Errorf("gRPC listen on %s: %w", o.GRPCAddr, err)
-		}
+	opsHandler, err := s.opsHandler(tlsCfg)
+	if err == nil && o.ProfilingAddr != "" {
+		s.prof, err = newProfiling(o.ProfilingAddr)
 	}
-	if o.HTTPAddr != "-" {
-		if hlis, err = net.Listen("tcp", o.HTTPAddr); err != nil {
-			closeAll()
-			return fmt.Errorf("HTTP listen on %s: %w", o.HTTPAddr, err)
-		}
+	if err != nil {
+		closeAll(lis[:])
+		return err
 	}
-	if o.ProfilingAddr != "" {
-		if s.prof, err = newProfiling(o.ProfilingAddr); err != nil {
-			closeAll()
-			return err
-		}
-	}
+	s.ops = ops.NewServer(opsHandler, lis[2])
 	// The servers wait a little longer than the dispatcher's grace: work cancelled at
 	// the end of the grace still gets its answer written.
 	stop := o.ShutdownTimeout + answerMargin
-	if glis != nil {
-		s.grpc = trigger.NewGRPCServer(s.d, glis, trigger.GRPCOptions{TLS: tlsCfg, ShutdownTimeout: stop})
+	if lis[0] != nil {
+		s.grpc = trigger.NewGRPCServer(s.d, lis[0], trigger.GRPCOptions{TLS: tlsCfg, ShutdownTimeout: stop})
 	}
-	if hlis != nil {
-		s.http = trigger.NewHTTPServer(s.d, hlis, trigger.HTTPOptions{TLS: tlsCfg, MaxBodyBytes: o.MaxBodyBytes, ShutdownTimeout: stop,
-			AuthToken: o.HTTPToken, PublicMetrics: o.PublicMetrics, Ready: s.readiness})
+	if lis[1] != nil {
+		s.http = trigger.NewHTTPServer(s.d, lis[1], trigger.HTTPOptions{TLS: tlsCfg, MaxBodyBytes: o.MaxBodyBytes, ShutdownTimeout: stop,
+			AuthToken: o.HTTPToken, Ops: opsHandler})
 	}
 	return nil
+}
+
+// opsHandler builds the ops routes (internal/ops): the dispatcher's metrics, the
+// service's readiness, the bearer token of the receiver. The ops listener serves TLS
+// with the service's certificate but never asks for a client certificate: the kubelet's
+// probes carry none.
+func (s *Server) opsHandler(tlsCfg *tls.Config) (*ops.Handler, error) {
+	o := s.opts
+	oo := ops.Options{Gatherer: s.d.Metrics().Registry, Ready: s.readiness, PublicMetrics: o.PublicMetrics,
+		Pprof: o.Pprof, ShutdownTimeout: o.ShutdownTimeout, Linger: s.drained}
+	if bearer := trigger.NewBearer(o.HTTPToken); bearer != nil {
+		oo.Authorized = bearer.Valid
+	}
+	if tlsCfg != nil {
+		oo.TLS = tlsCfg.Clone()
+		oo.TLS.ClientCAs, oo.TLS.ClientAuth = nil, tls.NoClientCert
+	}
+	h, err := ops.NewHandler(oo)
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	return h, nil
+}
+
+func closeAll(ls []net.Listener) {
+	for _, l := range ls {
+		if l != nil {
+			_ = l.Close()
+		}
+	}
 }
 
 // GRPCAddr returns the gRPC listener's address, or "" when disabled.
@@ -305,6 +350,14 @@ func (s *Server) GRPCAddr() string {
 		return ""
 	}
 	return s.grpc.Addr().String()
+}
+
+// MetricsAddr returns the ops listener's address, or "" when turned off.
+func (s *Server) MetricsAddr() string {
+	if a := s.ops.Addr(); a != nil {
+		return a.String()
+	}
+	return ""
 }
 
 // HTTPAddr returns the HTTP listener's address, or "" when disabled.
@@ -336,42 +389,52 @@ func (s *Server) Ready() bool { ok, _ := s.readiness(); return ok }
 
 // Run runs every part until ctx ends or one of them fails: the clusters' caches and
 // health probes (and per cluster, once its caches are in sync, its watcher and
-// sweeper), the dispatcher, both servers and the EventBus subscription. On shutdown
-// every way in stops taking work and what is in flight finishes (ShutdownTimeout). It
+// sweeper), the dispatcher, both servers, the EventBus subscription and the ops
+// listener. On shutdown every way in stops taking work and what is in flight finishes
+// (ShutdownTimeout); the ops listener answers /readyz 503 meanwhile and stops last. It
 // returns nil after a clean shutdown, the first failure otherwise.
 func (s *Server) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return s.reg.Run(gctx) })
-	g.Go(func() error { return s.d.Run(gctx) })
+	var parts sync.WaitGroup
+	part := func(run func(context.Context) error) {
+		parts.Add(1)
+		g.Go(func() error { defer parts.Done(); return run(gctx) })
+	}
+	part(s.reg.Run)
+	part(s.d.Run)
 	if s.grpc != nil {
-		g.Go(func() error { return s.grpc.Run(gctx) })
+		part(s.grpc.Run)
 	}
 	if s.http != nil {
-		g.Go(func() error { return s.http.Run(gctx) })
+		part(s.http.Run)
 	}
 	if s.prof != nil {
-		g.Go(func() error { return s.prof.Run(gctx) })
+		part(s.prof.Run)
 	}
 	for _, run := range s.fleet.parts() {
-		g.Go(func() error { return run(gctx) })
+		part(run)
 	}
 	if s.sub != nil {
-		g.Go(func() error {
-			// The subscription starts once the default cluster's caches are in sync, so
-			// its first reads hit.
-			if c := s.Cache(); c != nil && c.WaitForSync(gctx) != nil {
-				return nil
-			}
-			return s.sub.Run(gctx)
-		})
+		part(s.runSubscriber)
 	}
-	s.log.Info("serving", "grpc", s.GRPCAddr(), "http", s.HTTPAddr(), "clusters", s.reg.Names(), "default", s.reg.DefaultName(),
-		"watch", s.opts.Ingress.Watch, "eventbus", s.sub != nil, "gcInterval", s.opts.Ingress.GC.Interval,
-		"profiling", s.opts.ProfilingAddr, "tls", s.opts.TLSCertFile != "", "mtls", s.opts.TLSClientCAFile != "", "httpAuth", len(s.opts.HTTPToken) > 0,
-		"namespaces", s.opts.Namespaces.String())
+	g.Go(func() error { return s.ops.Run(gctx) })
+	go func() { parts.Wait(); close(s.drained) }()
+	s.log.Info("serving", "grpc", s.GRPCAddr(), "http", s.HTTPAddr(), "metrics", s.MetricsAddr(), "clusters", s.reg.Names(),
+		"default", s.reg.DefaultName(), "watch", s.opts.Ingress.Watch, "eventbus", s.sub != nil, "gcInterval", s.opts.Ingress.GC.Interval,
+		"profiling", s.opts.ProfilingAddr, "pprof", s.opts.Pprof, "tls", s.opts.TLSCertFile != "", "mtls", s.opts.TLSClientCAFile != "",
+		"httpAuth", len(s.opts.HTTPToken) > 0, "namespaces", s.opts.Namespaces.String())
 	if err := g.Wait(); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
 	s.log.Info("stopped")
 	return nil
+}
+
+// runSubscriber runs the EventBus subscription once the default cluster's caches are
+// in sync, so that its first reads hit.
+func (s *Server) runSubscriber(ctx context.Context) error {
+	if c := s.Cache(); c != nil && c.WaitForSync(ctx) != nil {
+		return nil
+	}
+	return s.sub.Run(ctx)
 }

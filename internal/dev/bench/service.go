@@ -41,7 +41,7 @@ func (e *env) startService(ctx context.Context, name string, extra ...string) (*
 	s := &service{grpcAddr: fmt.Sprintf("127.0.0.1:%d", gp), httpAddr: fmt.Sprintf("127.0.0.1:%d", hp),
 		logFile: filepath.Join(e.logDir, "serve-"+name+".log"), done: make(chan struct{})}
 	args := append([]string{"serve", "--kubeconfig", e.cp.Kubeconfig(), "--cluster-name", "in-cluster",
-		"--grpc-addr", s.grpcAddr, "--http-addr", s.httpAddr, "--log-level", "warn",
+		"--grpc-addr", s.grpcAddr, "--http-addr", s.httpAddr, "--metrics-addr", "127.0.0.1:0", "--log-level", "warn",
 		"--kube-api-qps", strconv.FormatFloat(float64(e.cfg.QPS), 'f', -1, 32), "--kube-api-burst", strconv.Itoa(e.cfg.Burst)}, extra...)
 	log, err := os.Create(s.logFile)
 	if err != nil {

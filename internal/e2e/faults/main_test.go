@@ -205,7 +205,7 @@ func startService(t *testing.T, b *bus, extra ...string) *service {
 	gp, err := controlplane.FreePort()
 	require.NoError(t, err)
 	s := &service{httpAddr: fmt.Sprintf("127.0.0.1:%d", hp), grpcAddr: fmt.Sprintf("127.0.0.1:%d", gp), done: make(chan struct{})}
-	args := []string{"serve", "--kubeconfig", cp.Kubeconfig(), "--http-addr", s.httpAddr, "--grpc-addr", s.grpcAddr, "--log-level", "info"}
+	args := []string{"serve", "--kubeconfig", cp.Kubeconfig(), "--http-addr", s.httpAddr, "--metrics-addr", "127.0.0.1:0", "--grpc-addr", s.grpcAddr, "--log-level", "info"}
 	if b != nil {
 		args = append(args, "--eventbus-url", b.srv.ClientURL(), "--eventbus-token-file", b.tokenFile, "--eventbus-tls-ca-file", b.srv.CAFile())
 	}

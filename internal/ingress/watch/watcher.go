@@ -35,7 +35,7 @@ type Options struct {
 	// Cluster is the cluster name put on every event.
 	Cluster string
 	// Options are the effective options of every event (the dispatcher's ParseSpec of
-	// the service's spec); zero means core.DefaultOptions.
+	// a spec); nil means the service's defaults, which the dispatcher applies.
 	Options *core.Options
 	// Workers is the number of objects handled at once; default DefaultWorkers.
 	Workers int
@@ -110,7 +110,7 @@ func newWatcher(component string, feeds map[string]feed, d Dispatcher, opts Opti
 	if len(feeds) == 0 || d == nil {
 		return nil, fmt.Errorf("watch: the %s need an informer and a dispatcher", component)
 	}
-	spec := core.DefaultOptions()
+	var spec core.Options // zero: the dispatcher applies the service's defaults
 	if opts.Options != nil {
 		spec = *opts.Options
 	}

@@ -113,6 +113,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 - serve
 - "--grpc-addr=:{{ .Values.ports.grpc }}"
 - "--http-addr=:{{ .Values.ports.http }}"
+- "--metrics-addr=:{{ .Values.ports.metrics }}"
 {{- if .Values.tls.enabled }}
 - --tls-cert-file=/etc/configmap-attacher/tls/tls.crt
 - --tls-key-file=/etc/configmap-attacher/tls/tls.key
@@ -203,6 +204,11 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- else if index .Values.flags "http-public-metrics" }}
 {{- fail "flags.http-public-metrics needs httpAuth.enabled (without a token, everything is public already)" }}
+{{- else if index .Values.flags "pprof" }}
+{{- fail "flags.pprof needs httpAuth.enabled: the ops listener serves the profiles only behind the bearer token (or use flags.profiling-addr, a loopback listener)" }}
+{{- end }}
+{{- if hasKey .Values.flags "metrics-addr" }}
+{{- fail "flags.metrics-addr is set by the chart from ports.metrics; remove it from flags" }}
 {{- end }}
 {{- if hasKey .Values.flags "eventbus-auth-file" }}
 {{- fail "flags.eventbus-auth-file is set by the chart from eventBusAuth.existingSecret (the EventBus accessSecret); remove it from flags" }}
