@@ -31,6 +31,7 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/dispatch"
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 	"github.com/configmap-attacher/configmap-attacher/trigger"
 )
 
@@ -87,7 +88,7 @@ func testLogger(t *testing.T) *slog.Logger {
 	if testing.Verbose() {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("test", t.Name())
 	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
+	return testfix.Quiet()
 }
 
 // mergedKubeconfig writes one kubeconfig with contexts "a" and "b", each with its own

@@ -33,7 +33,7 @@ func breakLogger(t *testing.T) *slog.Logger {
 	if testing.Verbose() {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("test", t.Name())
 	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
+	return testfix.Quiet()
 }
 
 // breakServe is one in-process serve over a registry of several clusters.

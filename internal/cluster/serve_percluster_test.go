@@ -1,13 +1,11 @@
 package cluster_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +18,7 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/internal/cli"
 	"github.com/configmap-attacher/configmap-attacher/internal/cluster"
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
 
 // serveCLI runs `configmap-attacher serve args...` in-process until the test ends and
@@ -31,7 +30,7 @@ func serveCLI(t *testing.T, args ...string) string {
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
-	var out syncBuffer
+	var out testfix.SyncBuffer
 	args = append([]string{"serve", "--grpc-addr", "-", "--http-addr", addr, "--metrics-addr", "127.0.0.1:0", "--cluster-probe-interval", "200ms", "--log-level", "warn"}, args...)
 	go func() { done <- cli.Main(ctx, args, cli.Streams{In: strings.NewReader(""), Out: &out, Err: &out}) }()
 	t.Cleanup(func() {
@@ -131,22 +130,4 @@ func TestServeWatchAndSweepInEveryCluster(t *testing.T) {
 		time.Sleep(3 * time.Second)
 		assert.Empty(t, owners2(t), "a removed cluster's watcher no longer attaches")
 	})
-}
-
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of a running command.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
