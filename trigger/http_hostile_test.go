@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/dispatch"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 	"github.com/configmap-attacher/configmap-attacher/trigger"
 )
 
@@ -64,7 +64,7 @@ func newBreakFixture(t *testing.T, maxBody int64) *breakFixture {
 	t.Helper()
 	kc := fake.NewClientset()
 	r := &touchReader{}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := testfix.Quiet()
 	a, err := core.NewAttacher(core.Config{Cluster: "in-cluster", Client: kc, Reader: r, Logger: log})
 	require.NoError(t, err)
 	clusters, err := dispatch.NewSingleCluster("", a)

@@ -3,8 +3,6 @@ package trigger
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -32,6 +30,7 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/dispatch"
 	"github.com/configmap-attacher/configmap-attacher/internal/event"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
 
 // fakeReader reads through a fake clientset; hook, when set, runs before every
@@ -95,17 +94,15 @@ func newFixture(t testing.TB, cfg dispatch.Config) *fixture {
 			Labels: map[string]string{core.LabelRevision: "true"}}},
 	)
 	r := &fakeReader{kc: kc}
-	a, err := core.NewAttacher(core.Config{Cluster: "in-cluster", Client: kc, Reader: r, Logger: discard()})
+	a, err := core.NewAttacher(core.Config{Cluster: "in-cluster", Client: kc, Reader: r, Logger: testfix.Quiet()})
 	require.NoError(t, err)
 	cfg.Clusters, err = dispatch.NewSingleCluster("", a)
 	require.NoError(t, err)
-	cfg.Logger = discard()
+	cfg.Logger = testfix.Quiet()
 	svc, err := dispatch.New(cfg)
 	require.NoError(t, err)
 	return &fixture{kc: kc, reader: r, d: svc}
 }
-
-func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 func (f *fixture) owners(t *testing.T) []metav1.OwnerReference {
 	cm, err := f.kc.CoreV1().ConfigMaps("shop").Get(context.Background(), "cfg-1", metav1.GetOptions{})

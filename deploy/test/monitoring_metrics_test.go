@@ -3,8 +3,6 @@ package deploytest
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"sort"
 	"strings"
 	"testing"
@@ -17,6 +15,7 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/internal/ingress/eventbus"
 	"github.com/configmap-attacher/configmap-attacher/internal/server"
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
 
 // monitoredMetrics are the metric names the rendered PrometheusRule's expressions and the
@@ -50,7 +49,7 @@ func monitoredMetrics(t *testing.T) map[string][]string {
 func servedRegistry(t *testing.T) *prometheus.Registry {
 	t.Helper()
 	srv, err := server.New(controlplane.Require(t, cp).RESTConfig(), server.Options{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), ShutdownTimeout: time.Second,
+		Logger: testfix.Quiet(), ShutdownTimeout: time.Second,
 		Fleet: &server.FleetOptions{Namespace: "default", Addr: "127.0.0.1:0"},
 		Ingress: server.Ingress{Watch: true, GC: &server.GCOptions{Interval: time.Hour, Options: gc.Options{MinAge: time.Hour}},
 			EventBus: &eventbus.SubscriberOptions{URL: "nats://127.0.0.1:1", Stream: "default"}}})

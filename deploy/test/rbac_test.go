@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -35,6 +34,7 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/internal/kube"
 	"github.com/configmap-attacher/configmap-attacher/internal/server"
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
 
 // shippedRBAC renders the chart's RBAC for release namespace ns with the options under
@@ -75,28 +75,13 @@ func shippedRBAC(t *testing.T, ns string, namespaced bool) (main, lease []rbacv1
 // logSink collects the service's slog output and client-go's klog output, to show the
 // permission errors behind a failed scenario.
 type logSink struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logSink) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logSink) reset() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.buf.Reset()
+	testfix.SyncBuffer
 }
 
 // forbidden returns the distinct permission errors of user logged so far (at most n).
 // Structured loggers escape quotes; the lines are returned unescaped.
 func (l *logSink) forbidden(user string, n int) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	text := strings.ReplaceAll(l.buf.String(), `\"`, `"`)
+	text := strings.ReplaceAll(l.String(), `\"`, `"`)
 	re := regexp.MustCompile(`[^"\s]+( "[^"]+")? is forbidden: User "` + regexp.QuoteMeta(user) + `" cannot [a-z]+ resource "[^"]+"( in API group "[^"]*")?( in the namespace "[^"]*")?`)
 	seen := map[string]bool{}
 	var out []string
@@ -213,7 +198,7 @@ func (r scenarioRun) run(t *testing.T) error {
 	} else {
 		in.GC = &server.GCOptions{Interval: time.Second, Options: gc.Options{MinAge: 0, Keep: 0}, LeaseNamespace: r.ns}
 	}
-	klogSink.reset()
+	klogSink.Reset()
 	opts.Ingress = in
 	srv, err := server.New(saCfg, opts)
 	if err != nil {

@@ -11,7 +11,6 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"io"
-	"log/slog"
 	"math/big"
 	"net/http"
 	"os"
@@ -30,6 +29,7 @@ import (
 
 	"github.com/configmap-attacher/configmap-attacher/internal/server"
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
 
 // serviceHost is the name the shipped Sensors connect to.
@@ -155,7 +155,7 @@ tls: {enabled: true, existingSecret: my-serving-cert}
 		t.Fatalf("serve rejects %q: %v", args, err)
 	}
 	so := o.ServerOptions()
-	so.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	so.Logger = testfix.Quiet()
 	if err := o.Security.Apply(&so); err != nil {
 		t.Fatal(err)
 	}

@@ -38,21 +38,33 @@ func (f *EventBusFlags) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.PlainText, "eventbus-plaintext", f.PlainText, "dial without TLS (only for a NATS server that does not offer it)")
 }
 
-// Conn returns the connection the flags describe. Errors are usage errors.
+// Validate checks the flags without reading the credential files. Errors are usage errors.
+func (f *EventBusFlags) Validate() error {
+	switch {
+	case f.URL == "":
+		return usagef("--eventbus-url is required")
+	case f.TokenFile != "" && (f.User != "" || f.PasswordFile != ""):
+		return usagef("use --eventbus-token-file or --eventbus-user/--eventbus-password-file, not both")
+	case f.AuthFile != "" && (f.TokenFile != "" || f.User != "" || f.PasswordFile != ""):
+		return usagef("--eventbus-auth-file holds the credentials: use it without --eventbus-token-file, --eventbus-user and --eventbus-password-file")
+	case (f.User != "" || f.PasswordFile != "") && (f.User == "" || f.PasswordFile == ""):
+		return usagef("--eventbus-user and --eventbus-password-file go together")
+	case (f.CertFile == "") != (f.KeyFile == ""):
+		return usagef("--eventbus-tls-cert-file and --eventbus-tls-key-file go together")
+	}
+	return nil
+}
+
+// Conn checks the flags and returns the connection they describe, with the credentials
+// read from their files. Errors are usage errors.
 func (f *EventBusFlags) Conn() (eventbus.Conn, error) {
 	c := eventbus.Conn{URL: f.URL, TLS: eventbus.TLS{CAFile: f.CAFile, CertFile: f.CertFile, KeyFile: f.KeyFile,
 		InsecureSkipVerify: f.Insecure, Disable: f.PlainText}}
-	if f.URL == "" {
-		return c, usagef("--eventbus-url is required")
-	}
-	if f.TokenFile != "" && (f.User != "" || f.PasswordFile != "") {
-		return c, usagef("use --eventbus-token-file or --eventbus-user/--eventbus-password-file, not both")
+	if err := f.Validate(); err != nil {
+		return c, err
 	}
 	var err error
 	if f.AuthFile != "" {
-		if f.TokenFile != "" || f.User != "" || f.PasswordFile != "" {
-			return c, usagef("--eventbus-auth-file holds the credentials: use it without --eventbus-token-file, --eventbus-user and --eventbus-password-file")
-		}
 		if c.Auth, err = eventbus.ReadAuthFile(f.AuthFile); err != nil {
 			return c, usageError{err}
 		}
@@ -62,17 +74,11 @@ func (f *EventBusFlags) Conn() (eventbus.Conn, error) {
 			return c, err
 		}
 	}
-	if f.User != "" || f.PasswordFile != "" {
-		if f.User == "" || f.PasswordFile == "" {
-			return c, usagef("--eventbus-user and --eventbus-password-file go together")
-		}
+	if f.User != "" {
 		c.Auth.User = f.User
 		if c.Auth.Password, err = readSecretFile("--eventbus-password-file", f.PasswordFile); err != nil {
 			return c, err
 		}
-	}
-	if (f.CertFile == "") != (f.KeyFile == "") {
-		return c, usagef("--eventbus-tls-cert-file and --eventbus-tls-key-file go together")
 	}
 	return c, nil
 }

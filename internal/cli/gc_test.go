@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +21,7 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/internal/gc"
 	"github.com/configmap-attacher/configmap-attacher/internal/inspect"
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
 
 // Bad flags are usage errors (exit 2) before any cluster is contacted.
@@ -208,23 +208,6 @@ func names(t *testing.T, out string, o gc.Outcome) []string {
 	return ns
 }
 
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // status --watch re-renders when a revision appears, and only then.
 func TestStatusWatch(t *testing.T) {
 	cp := controlplane.Require(t, sharedCP)
@@ -239,7 +222,7 @@ func TestStatusWatch(t *testing.T) {
 	}
 	mk("first-cfg")
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errb lockedBuffer
+	var out, errb testfix.SyncBuffer
 	done := make(chan int, 1)
 	go func() {
 		done <- cli.Main(ctx, []string{"status", "--kubeconfig", cp.Kubeconfig(), "-n", ns, "--watch", "--interval=200ms"},

@@ -200,27 +200,34 @@ func exitCode(err error, stderr io.Writer) int {
 // NewLogger returns the program's one structured logger. level is debug, info, warn or
 // error (case-insensitive; empty means info); format is text or json.
 func NewLogger(w io.Writer, level, format string) (*slog.Logger, error) {
-	var lv slog.Level
-	if level != "" {
-		if err := lv.UnmarshalText([]byte(level)); err != nil {
-			return nil, usagef("log level %q: want debug, info, warn or error", level)
-		}
+	opts, err := logHandlerOptions(level, format)
+	if err != nil {
+		return nil, err
 	}
-	opts := &slog.HandlerOptions{Level: lv}
-	var h slog.Handler
-	switch strings.ToLower(format) {
-	case "", "text":
-		h = slog.NewTextHandler(w, opts)
-	case "json":
+	var h slog.Handler = slog.NewTextHandler(w, opts)
+	if strings.ToLower(format) == "json" {
 		h = slog.NewJSONHandler(w, opts)
-	default:
-		return nil, usagef("log format %q: want text or json", format)
 	}
 	log := slog.New(h)
 	// client-go logs through klog (reflector watch errors, leader election); route it into
 	// the same structured logger so that --log-format json stays one format.
 	klog.SetSlogLogger(log.With("component", "client-go"))
 	return log, nil
+}
+
+// logHandlerOptions checks the log level and format; errors are usage errors.
+func logHandlerOptions(level, format string) (*slog.HandlerOptions, error) {
+	var lv slog.Level
+	if level != "" {
+		if err := lv.UnmarshalText([]byte(level)); err != nil {
+			return nil, usagef("log level %q: want debug, info, warn or error", level)
+		}
+	}
+	switch strings.ToLower(format) {
+	case "", "text", "json":
+		return &slog.HandlerOptions{Level: lv}, nil
+	}
+	return nil, usagef("log format %q: want text or json", format)
 }
 
 func envOr(key, def string) string {

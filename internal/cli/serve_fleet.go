@@ -42,22 +42,31 @@ func (f *FleetFlags) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.RetryPeriod, "fleet-retry-period", f.RetryPeriod, "how often Leases are renewed and tried")
 }
 
-// Options converts the flags to server.FleetOptions (nil without --fleet). Errors are
-// usage errors.
-func (f *FleetFlags) Options(o *ServeOptions) (*server.FleetOptions, error) {
+// Validate checks the flags (with --fleet only); errors are usage errors.
+func (f *FleetFlags) Validate() error {
 	if !f.Enabled {
-		return nil, nil
+		return nil
 	}
 	if f.Shards < 1 {
-		return nil, usagef("--fleet-shards must be at least 1")
+		return usagef("--fleet-shards must be at least 1")
 	}
 	if f.Renew >= f.LeaseDuration || f.RetryPeriod <= 0 || f.RetryPeriod >= f.Renew {
-		return nil, usagef("--fleet-retry-period < --fleet-renew-deadline < --fleet-lease-duration is required")
+		return usagef("--fleet-retry-period < --fleet-renew-deadline < --fleet-lease-duration is required")
+	}
+	return nil
+}
+
+// Options converts the flags to server.FleetOptions (nil without --fleet); without
+// --fleet-namespace the Leases go to the namespace of kc's context. Errors are usage
+// errors.
+func (f *FleetFlags) Options(kc kube.ConfigOptions) (*server.FleetOptions, error) {
+	if !f.Enabled {
+		return nil, nil
 	}
 	ns := f.Namespace
 	if ns == "" {
 		var err error
-		if ns, err = kube.ContextNamespace(kube.ConfigOptions{Kubeconfig: o.Kubeconfig, Context: o.Context, InCluster: o.InCluster}); err != nil {
+		if ns, err = kube.ContextNamespace(kc); err != nil {
 			return nil, err
 		}
 	}

@@ -31,7 +31,7 @@ func TestServeDefaultNamespaceExclusions(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("POD_NAMESPACE", tc.pod)
 			o := cli.DefaultServeOptions()
-			o.Namespace = tc.watch
+			o.Cluster.Namespace = tc.watch
 			o.Security.Namespaces, o.Security.ExcludeNamespaces, o.Security.ExcludeSet = tc.allow, tc.deny, tc.excludeSet
 			so := o.ServerOptions()
 			require.NoError(t, o.Security.Apply(&so))

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/cluster"
+	"github.com/configmap-attacher/configmap-attacher/internal/server"
 )
 
 // DefaultMaxClusters is serve --max-clusters' default: each served cluster keeps
@@ -37,22 +38,26 @@ func (f *ClusterTrustFlags) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.RequestTimeout, "cluster-request-timeout", f.RequestTimeout, "bound of every request to a served cluster but watches")
 }
 
-// validate checks the flags and builds the plugin allow-list; errors are usage errors.
-func (f *ClusterTrustFlags) validate() (*cluster.ExecPolicy, error) {
+// Validate checks the flags and the plugin allow-list; errors are usage errors.
+func (f *ClusterTrustFlags) Validate() error {
 	switch {
 	case f.ExecTimeout <= 0:
-		return nil, usagef("--exec-plugin-timeout must be positive")
+		return usagef("--exec-plugin-timeout must be positive")
 	case f.MaxClusters < 0:
-		return nil, usagef("--max-clusters must not be negative")
+		return usagef("--max-clusters must not be negative")
 	case f.RequestTimeout <= 0:
-		return nil, usagef("--cluster-request-timeout must be positive")
+		return usagef("--cluster-request-timeout must be positive")
 	}
-	return execPolicy(f.ExecPlugins, f.ExecTimeout)
+	_, err := execPolicy(f.ExecPlugins, f.ExecTimeout)
+	return err
 }
 
-// apply sets the registry's limits.
+// applyServer sets the credential plugins' bound of the one cluster of New's rest.Config.
+func (f *ClusterTrustFlags) applyServer(so *server.Options) { so.ExecTimeout = f.ExecTimeout }
+
+// apply sets the registry's limits, with the plugin allow-list built from the flags.
 func (f *ClusterTrustFlags) apply(ro *cluster.Options) error {
-	p, err := f.validate()
+	p, err := execPolicy(f.ExecPlugins, f.ExecTimeout)
 	if err != nil {
 		return err
 	}

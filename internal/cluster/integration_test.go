@@ -2,19 +2,15 @@ package cluster
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,57 +20,18 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/dispatch"
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 	"github.com/configmap-attacher/configmap-attacher/trigger"
 )
 
 // Two real control planes, a and b, running at once for the package's tests.
 var cpA, cpB *controlplane.ControlPlane
 
-func testMain(m *testing.M) int {
-	flag.Parse()
-	if testing.Short() {
-		return m.Run()
-	}
-	logf := func(f string, a ...any) {
-		if testing.Verbose() {
-			fmt.Fprintf(os.Stderr, f+"\n", a...)
-		}
-	}
-	var wg sync.WaitGroup
-	var errA, errB error
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		cpA, errA = controlplane.Start(context.Background(), controlplane.Options{Name: "a", Logf: logf, SkipCRDs: true})
-	}()
-	go func() {
-		defer wg.Done()
-		cpB, errB = controlplane.Start(context.Background(), controlplane.Options{Name: "b", Logf: logf, SkipCRDs: true})
-	}()
-	wg.Wait()
-	defer func() {
-		for _, cp := range []*controlplane.ControlPlane{cpA, cpB} {
-			if cp != nil {
-				_ = cp.Stop()
-			}
-		}
-	}()
-	if err := errors.Join(errA, errB); err != nil {
-		if errors.Is(err, controlplane.ErrMissingBinaries) {
-			fmt.Fprintln(os.Stderr, "FAIL: the local control plane's binaries are missing: run `make tools` (make test does it for you)")
-		}
-		fmt.Fprintln(os.Stderr, "FAIL: starting the local control planes:", err)
-		return 1
-	}
-	return m.Run()
-}
+func testMain(m *testing.M) int { return controlplane.TestMainTwo(m, &cpA, &cpB) }
 
 func requireClusters(t *testing.T) {
 	t.Helper()
@@ -87,73 +44,24 @@ func testLogger(t *testing.T) *slog.Logger {
 	if testing.Verbose() {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("test", t.Name())
 	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
+	return testfix.Quiet()
 }
 
 // mergedKubeconfig writes one kubeconfig with contexts "a" and "b", each with its own
 // user, as an operator's kubeconfig for several clusters looks.
-func mergedKubeconfig(t *testing.T) string {
-	cfg := clientcmdapi.NewConfig()
-	for _, cp := range []*controlplane.ControlPlane{cpA, cpB} {
-		n := cp.Name()
-		cfg.Clusters[n] = &clientcmdapi.Cluster{Server: cp.ServerURL(), CertificateAuthorityData: cp.CAData()}
-		cfg.AuthInfos[n+"-admin"] = &clientcmdapi.AuthInfo{Token: cp.AdminToken()}
-		cfg.Contexts[n] = &clientcmdapi.Context{Cluster: n, AuthInfo: n + "-admin", Namespace: "default"}
-	}
-	cfg.CurrentContext = "a"
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	require.NoError(t, clientcmd.WriteToFile(*cfg, path))
-	return path
-}
+func mergedKubeconfig(t *testing.T) string { return controlplane.MergedKubeconfig(t, cpA, cpB) }
 
-// fixture is one ReplicaSet using one opted-in ConfigMap revision in one cluster.
+// fixture is one ReplicaSet using one opted-in ConfigMap revision in one cluster
+// (testfix.ListedFixture).
 type fixture struct {
-	client kubernetes.Interface
 	rs     *appsv1.ReplicaSet
-	cm     string
+	owners func(t *testing.T) []string
 }
 
-// makeFixture creates namespace ns (if missing), ConfigMap cm (opted in) and a
-// ReplicaSet rsName (0 replicas) whose pod template mounts cm.
 func makeFixture(t *testing.T, cp *controlplane.ControlPlane, ns, rsName, cm string) fixture {
 	t.Helper()
-	ctx := context.Background()
-	kc := cp.Client()
-	_, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-	if !apierrors.IsAlreadyExists(err) {
-		require.NoError(t, err)
-	}
-	// The ConfigMap is listed by the ReplicaSet's annotation, not labelled, and created
-	// before it: a running service's revision side sees it with no ReplicaSet listing it
-	// yet and leaves it alone, so only an event attaches it and the tests see which
-	// cluster an event went to.
-	_, err = kc.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: cm},
-		Data: map[string]string{"cluster": cp.Name()}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	labels := map[string]string{"app": rsName}
-	zero := int32(0)
-	rs, err := kc.AppsV1().ReplicaSets(ns).Create(ctx, &appsv1.ReplicaSet{
-		ObjectMeta: metav1.ObjectMeta{Name: rsName, Labels: labels, Annotations: map[string]string{core.AnnotationConfigMaps: cm}},
-		Spec: appsv1.ReplicaSetSpec{Replicas: &zero, Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
-				Containers: []corev1.Container{{Name: "app", Image: "app:1"}},
-				Volumes: []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-					LocalObjectReference: corev1.LocalObjectReference{Name: cm}}}}}}}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	return fixture{client: kc, rs: rs, cm: cm}
-}
-
-// owners returns the UIDs of the fixture ConfigMap's owners, read live.
-func (f fixture) owners(t *testing.T) []string {
-	t.Helper()
-	cm, err := f.client.CoreV1().ConfigMaps(f.rs.Namespace).Get(context.Background(), f.cm, metav1.GetOptions{})
-	require.NoError(t, err)
-	var out []string
-	for _, o := range cm.OwnerReferences {
-		out = append(out, string(o.UID))
-	}
-	return out
+	rs, owners := testfix.ListedFixture(t, cp, ns, rsName, cm)
+	return fixture{rs: rs, owners: owners}
 }
 
 // service runs reg and the real trigger service's HTTP receiver in front of it.
@@ -353,13 +261,7 @@ func TestUnreachableClusterDoesNotBlockTheOthers(t *testing.T) {
 
 // argoCDSecret is how Argo CD stores cluster b: bearer token and CA data.
 func argoCDSecret(name, clusterName string, cp *controlplane.ControlPlane) *corev1.Secret {
-	cfg, _ := json.Marshal(map[string]any{
-		"bearerToken":     cp.AdminToken(),
-		"tlsClientConfig": map[string]any{"insecure": false, "caData": base64.StdEncoding.EncodeToString(cp.CAData())},
-	})
-	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "argocd",
-		Labels: map[string]string{ArgoCDSecretTypeLabel: ArgoCDSecretTypeCluster}},
-		StringData: map[string]string{"name": clusterName, "server": cp.ServerURL(), "config": string(cfg)}}
+	return cp.ArgoCDClusterSecret(name, clusterName)
 }
 
 func TestArgoCDClusterSecrets(t *testing.T) {

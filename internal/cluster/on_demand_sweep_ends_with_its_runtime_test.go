@@ -3,8 +3,6 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,6 +21,7 @@ import (
 
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/gc"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
 
 // TestOnDemandSweepStopsWhenItsClusterIsRemoved: an `operation: gc` sweep ends with
@@ -54,7 +53,7 @@ func TestOnDemandSweepStopsWhenItsClusterIsRemoved(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	quiet := testfix.Quiet()
 	dyn := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{core.RolloutGVR: "RolloutList"})
 	sw, err := gc.NewSweeper(gc.Config{Cluster: "member", Client: kc, Metadata: mc, Logger: quiet, Parallel: 1,
 		Source:  gc.LiveSource{Client: kc, Metadata: mc, Dynamic: dyn},

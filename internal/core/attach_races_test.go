@@ -3,8 +3,6 @@ package core_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 
@@ -17,6 +15,7 @@ import (
 
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/kube"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
 
 // staleReader is an informer-like core.Reader that serves ConfigMap/Secret metadata
@@ -54,7 +53,7 @@ func (e *env) staleAttacher() (*core.Attacher, *staleReader) {
 		rs:     map[string]*appsv1.ReplicaSet{},
 	}
 	a, err := core.NewAttacher(core.Config{Cluster: "local", Client: clients.Kube, Reader: sr, AllowSecrets: true,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Logger: testfix.Quiet()})
 	require.NoError(e.t, err)
 	return a, sr
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
 
 // awaitingReader is a cachedReader that is also a core.ReplicaSetAwaiter: its watch
@@ -72,7 +73,7 @@ func TestEventOutrunningTheCacheCostsOneGetWhenTheCacheDelivers(t *testing.T) {
 			var asked []types.UID
 			r := awaitingReader{cachedReader: cachedReader{mapReader: mapReader{meta: map[string]*metav1.PartialObjectMetadata{"ConfigMap/cfg": {ObjectMeta: cm}}},
 				cached: tc.cached}, arrives: tc.arrives, asked: &asked}
-			a, err := core.NewAttacher(core.Config{Client: kc, Reader: r, Logger: discardLogger()})
+			a, err := core.NewAttacher(core.Config{Client: kc, Reader: r, Logger: testfix.Quiet()})
 			require.NoError(t, err)
 			_, err = a.Attach(context.Background(), core.Event{Namespace: ns, Name: rs.Name, UID: rs.UID, Options: core.DefaultOptions()})
 			assert.Equal(t, tc.refused, errors.Is(err, core.ErrRefused), "err: %v", err)
@@ -102,7 +103,7 @@ func TestCachedReplicaSetIsNotWaitedFor(t *testing.T) {
 			var asked []types.UID
 			r := awaitingReader{cachedReader: cachedReader{mapReader: mapReader{meta: map[string]*metav1.PartialObjectMetadata{"ConfigMap/cfg": {ObjectMeta: cm}}},
 				cached: rs}, arrives: rs, asked: &asked}
-			a, err := core.NewAttacher(core.Config{Client: kc, Reader: r, Logger: discardLogger()})
+			a, err := core.NewAttacher(core.Config{Client: kc, Reader: r, Logger: testfix.Quiet()})
 			require.NoError(t, err)
 			_, err = a.Attach(context.Background(), core.Event{Namespace: ns, Name: rs.Name, UID: uid, Options: core.DefaultOptions()})
 			require.NoError(t, err)

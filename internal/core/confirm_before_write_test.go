@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
 
 // duringPlanReader is a cachedReader (a miss: the Attach reads the ReplicaSet live)
@@ -69,7 +70,7 @@ func TestFreshReadIsNotAConfirmRightBeforeTheWrite(t *testing.T) {
 					require.NoError(t, tc.change(kc))
 				}
 			}}
-			a, err := core.NewAttacher(core.Config{Client: kc, Reader: r, Logger: discardLogger()})
+			a, err := core.NewAttacher(core.Config{Client: kc, Reader: r, Logger: testfix.Quiet()})
 			require.NoError(t, err)
 			_, err = a.Attach(context.Background(), core.Event{Namespace: ns, Name: rs.Name, UID: types.UID("rs-2"), Options: core.DefaultOptions()})
 			patches := 0
@@ -97,7 +98,7 @@ func TestStaleNamesakeWithoutEventUIDAttachesTheLiveOne(t *testing.T) {
 	cm := metav1.ObjectMeta{Namespace: ns, Name: "cfg", UID: "cm", ResourceVersion: "1", Labels: map[string]string{core.LabelRevision: "true"}}
 	kc := fake.NewClientset(&corev1.ConfigMap{ObjectMeta: cm}, rs)
 	r := cachedReader{mapReader: mapReader{meta: map[string]*metav1.PartialObjectMetadata{"ConfigMap/cfg": {ObjectMeta: cm}}}, cached: older}
-	a, err := core.NewAttacher(core.Config{Client: kc, Reader: r, Logger: discardLogger()})
+	a, err := core.NewAttacher(core.Config{Client: kc, Reader: r, Logger: testfix.Quiet()})
 	require.NoError(t, err)
 	res, err := a.Attach(context.Background(), core.Event{Namespace: ns, Name: rs.Name, Options: core.DefaultOptions()})
 	require.NoError(t, err)

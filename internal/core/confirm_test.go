@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
 
 // cachedReader is a mapReader that is also a core.ReplicaSetCache: the cache holds
@@ -68,7 +69,7 @@ func TestLiveConfirmRightBeforeEveryWrite(t *testing.T) {
 			kc := fake.NewClientset(objs...)
 			r := cachedReader{mapReader: mapReader{meta: map[string]*metav1.PartialObjectMetadata{"ConfigMap/cfg": {ObjectMeta: cm}}},
 				cached: tc.cached}
-			a, err := core.NewAttacher(core.Config{Client: kc, Reader: r, Logger: discardLogger()})
+			a, err := core.NewAttacher(core.Config{Client: kc, Reader: r, Logger: testfix.Quiet()})
 			require.NoError(t, err)
 			_, err = a.Attach(context.Background(), core.Event{Namespace: ns, Name: rs.Name, UID: types.UID("rs-2"), Options: core.DefaultOptions()})
 			assert.Equal(t, tc.refused, errors.Is(err, core.ErrRefused), "err: %v", err)

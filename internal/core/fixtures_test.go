@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -34,6 +32,7 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/kube"
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
 
 var nsSeq atomic.Int64
@@ -75,7 +74,7 @@ func newEnv(t *testing.T) *env {
 		Cluster: "local", Client: counted.Kube,
 		Reader:       core.LiveReader{Client: counted.Kube, Dynamic: counted.Dynamic, Metadata: counted.Metadata},
 		AllowSecrets: true,
-		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger:       testfix.Quiet(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -283,12 +282,10 @@ func unitAttacher(t *testing.T, fail map[string]error, names ...string) (*core.A
 		}
 		return true, &corev1.ConfigMap{}, nil
 	})
-	a, err := core.NewAttacher(core.Config{Cluster: "unit", Client: kc, Reader: r, Logger: discardLogger()})
+	a, err := core.NewAttacher(core.Config{Cluster: "unit", Client: kc, Reader: r, Logger: testfix.Quiet()})
 	require.NoError(t, err)
 	return a, core.Event{Namespace: "shop", Name: rs.Name, UID: rs.UID, Options: core.DefaultOptions()}
 }
-
-func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // restrictedAttacher returns an Attacher that authenticates as a new ServiceAccount sa
 // of e.ns holding exactly rules (a Role in e.ns), with a token from the TokenRequest
@@ -332,7 +329,7 @@ func (e *env) restrictedAttacherWith(sa string, rules []rbacv1.PolicyRule, cfg c
 	})
 	a, err := core.NewAttacher(core.Config{Cluster: "local", Client: clients.Kube,
 		Reader:             core.LiveReader{Client: clients.Kube, Dynamic: clients.Dynamic, Metadata: clients.Metadata},
-		BlockOwnerDeletion: cfg.BlockOwnerDeletion, Logger: discardLogger()})
+		BlockOwnerDeletion: cfg.BlockOwnerDeletion, Logger: testfix.Quiet()})
 	require.NoError(e.t, err)
 	return a
 }
@@ -516,7 +513,7 @@ func (e *env) cachedAttacherWith(opts cache.Options) (*core.Attacher, *cache.Cac
 	cp := requireCP(e.t)
 	clients, err := kube.NewClients(e.counter.Wrap(cp.RESTConfig()))
 	require.NoError(e.t, err)
-	opts.Namespace, opts.RolloutPoll, opts.Logger = e.ns, 100*time.Millisecond, discardLogger()
+	opts.Namespace, opts.RolloutPoll, opts.Logger = e.ns, 100*time.Millisecond, testfix.Quiet()
 	c, err := cache.New(clients, opts)
 	require.NoError(e.t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -532,7 +529,7 @@ func (e *env) cachedAttacherWith(opts cache.Options) (*core.Attacher, *cache.Cac
 		}
 		return nil
 	})
-	a, err := core.NewAttacher(core.Config{Cluster: "local", Client: clients.Kube, Reader: c, Logger: discardLogger()})
+	a, err := core.NewAttacher(core.Config{Cluster: "local", Client: clients.Kube, Reader: c, Logger: testfix.Quiet()})
 	require.NoError(e.t, err)
 	return a, c
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
 
 // ownedWorld is a namespace "shop" on a fake clientset: team B's ReplicaSets b-1 (the
@@ -67,7 +68,7 @@ func newOwnedWorld(t *testing.T, configMaps ...*corev1.ConfigMap) *ownedWorld {
 
 func (w *ownedWorld) attacher(t *testing.T) *core.Attacher {
 	t.Helper()
-	a, err := core.NewAttacher(core.Config{Cluster: "unit", Client: w.kc, Reader: w.reader, Logger: discardLogger()})
+	a, err := core.NewAttacher(core.Config{Cluster: "unit", Client: w.kc, Reader: w.reader, Logger: testfix.Quiet()})
 	require.NoError(t, err)
 	return a
 }
@@ -209,7 +210,7 @@ func TestOnceOwnedTheRevisionSideAttachesEveryUser(t *testing.T) {
 	}
 	t.Run("kube-system stays excluded", func(t *testing.T) {
 		w := newOwnedWorld(t, cmWith("shared", nil, nil, b1))
-		a, err := core.NewAttacher(core.Config{Client: w.kc, Reader: w.reader, Logger: discardLogger(),
+		a, err := core.NewAttacher(core.Config{Client: w.kc, Reader: w.reader, Logger: testfix.Quiet(),
 			Namespaces: core.NamespacePolicy{Deny: core.DefaultExcludedNamespaces("configmap-attacher")}})
 		require.NoError(t, err)
 		_, err = a.AttachRevision(context.Background(), core.RevisionEvent{Kind: core.KindConfigMap, Namespace: "kube-system", Name: "shared", Options: core.DefaultOptions()})

@@ -3,8 +3,6 @@ package core_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/kube"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
 
 // How a ReplicaSet is deleted decides what the real garbage collector does to the
@@ -110,7 +109,7 @@ func (e *env) attacherWith(cfg core.Config) *core.Attacher {
 	a, err := core.NewAttacher(core.Config{Cluster: "local", Client: clients.Kube,
 		Reader:       core.LiveReader{Client: clients.Kube, Dynamic: clients.Dynamic, Metadata: clients.Metadata},
 		AllowSecrets: true, BlockOwnerDeletion: cfg.BlockOwnerDeletion,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Logger: testfix.Quiet()})
 	require.NoError(e.t, err)
 	return a
 }

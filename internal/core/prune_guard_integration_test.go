@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
 
 // fluxLabels are the labels a Flux Kustomization "apps" in namespace flux-system puts on
@@ -152,7 +153,7 @@ func TestPruneGuardNeverOverwritesAKeySetMeanwhile(t *testing.T) {
 	_, err = e.kc.CoreV1().ConfigMaps(e.ns).Update(ctx, cur, metav1.UpdateOptions{FieldManager: "someone"})
 	require.NoError(t, err)
 
-	a, err := core.NewAttacher(core.Config{Cluster: "local", Client: e.kc, Logger: discardLogger(),
+	a, err := core.NewAttacher(core.Config{Cluster: "local", Client: e.kc, Logger: testfix.Quiet(),
 		Reader: mapReader{rs: map[string]*appsv1.ReplicaSet{rs.Name: rs}, meta: map[string]*metav1.PartialObjectMetadata{"ConfigMap/cfg-1": staleMeta}}})
 	require.NoError(t, err)
 	res, err := a.Attach(ctx, e.event(rs, core.DefaultOptions()))

@@ -16,6 +16,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
 
 // Breaker s6: a ReplicaSet the cache delivers during the wait and that is deleted and
@@ -42,7 +43,7 @@ func TestReplicaSetReplacedAfterTheWaitIsNeverWrittenAsOwner(t *testing.T) {
 			var asked []types.UID
 			r := awaitingReader{cachedReader: cachedReader{mapReader: mapReader{meta: map[string]*metav1.PartialObjectMetadata{"ConfigMap/cfg": {ObjectMeta: cm}}}},
 				arrives: delivered, asked: &asked}
-			a, err := core.NewAttacher(core.Config{Client: kc, Reader: r, Logger: discardLogger()})
+			a, err := core.NewAttacher(core.Config{Client: kc, Reader: r, Logger: testfix.Quiet()})
 			require.NoError(t, err)
 			_, err = a.Attach(context.Background(), core.Event{Namespace: ns, Name: "web-1", UID: tc.uid, Options: core.DefaultOptions()})
 			assert.Equal(t, tc.refused, errors.Is(err, core.ErrRefused), "err: %v", err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
 
 // ownerKinds renders owners "Kind/name" with a ControllerRevision's hash cut off.
@@ -165,7 +166,7 @@ func TestAttachRevisionEligibility(t *testing.T) {
 	t.Run("the namespace policy refuses before reading", func(t *testing.T) {
 		policy, err := core.ParseNamespacePolicy(nil, []string{e.ns})
 		require.NoError(t, err)
-		guarded, err := core.NewAttacher(core.Config{Client: e.kc, Reader: core.LiveReader{Client: e.kc}, Namespaces: policy, Logger: discardLogger()})
+		guarded, err := core.NewAttacher(core.Config{Client: e.kc, Reader: core.LiveReader{Client: e.kc}, Namespaces: policy, Logger: testfix.Quiet()})
 		require.NoError(t, err)
 		_, err = guarded.AttachRevision(ctx, ev(core.KindConfigMap, "listed"))
 		require.ErrorIs(t, err, core.ErrRefused)

@@ -16,6 +16,7 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/internal/cache"
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
 
 func rolloutSpec(spec map[string]any) *unstructured.Unstructured {
@@ -69,7 +70,7 @@ func TestRollbackWindowBeyondHistoryIsReportedWhenAttaching(t *testing.T) {
 	_, c := e.cachedAttacherWith(cache.Options{})
 	events := record.NewFakeRecorder(10)
 	events.IncludeObject = true
-	a, err := core.NewAttacher(core.Config{Cluster: "local", Client: e.kc, Reader: c, Recorder: events, Logger: discardLogger()})
+	a, err := core.NewAttacher(core.Config{Cluster: "local", Client: e.kc, Reader: c, Recorder: events, Logger: testfix.Quiet()})
 	require.NoError(t, err)
 	controlplane.Eventually(t, 10*time.Second, "the cache holds the Rollout's rollbackWindow", func() error {
 		cached, err := c.Rollout(ctx, e.ns, "web")

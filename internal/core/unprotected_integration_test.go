@@ -2,8 +2,6 @@ package core_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -12,6 +10,7 @@ import (
 
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/kube"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
 
 // appOptions is an ApplicationReader answering from a map ("namespace/name" -> options),
@@ -44,7 +43,7 @@ func TestAttachingARevisionThatOptsOutOfOwnerProtectionWarns(t *testing.T) {
 				Reader:       core.LiveReader{Client: clients.Kube, Dynamic: clients.Dynamic, Metadata: clients.Metadata},
 				Recorder:     &kube.SyncRecorder{Client: e.kc, Component: "configmap-attacher"},
 				Applications: appOptions{"/shop": {"CreateNamespace=true", "IgnoreOwnerReferencesOnPrune=true"}},
-				Logger:       slog.New(slog.NewTextHandler(io.Discard, nil))})
+				Logger:       testfix.Quiet()})
 			require.NoError(t, err)
 			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "web-config", Labels: map[string]string{core.LabelRevision: "true"},
 				Annotations: tc.annotations}}

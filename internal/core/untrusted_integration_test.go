@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
 
 func specOptions(t *testing.T, spec map[string]string) core.Options {
@@ -126,7 +127,7 @@ func TestKubeSystemConfigMapNeverTouched(t *testing.T) {
 
 	policy, err := core.ParseNamespacePolicy(nil, core.DefaultExcludedNamespaces("configmap-attacher"))
 	require.NoError(t, err)
-	guarded, err := core.NewAttacher(core.Config{Client: e.kc, Reader: core.LiveReader{Client: e.kc}, Namespaces: policy, Logger: discardLogger()})
+	guarded, err := core.NewAttacher(core.Config{Client: e.kc, Reader: core.LiveReader{Client: e.kc}, Namespaces: policy, Logger: testfix.Quiet()})
 	require.NoError(t, err)
 	_, err = guarded.Attach(ctx, ev)
 	require.ErrorIs(t, err, core.ErrRefused)

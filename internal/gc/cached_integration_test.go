@@ -2,8 +2,6 @@ package gc_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -13,6 +11,7 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/gc"
 	"github.com/configmap-attacher/configmap-attacher/internal/kube"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
 
 // countedClients are clients of the control plane whose requests counter counts.
@@ -28,7 +27,7 @@ func (e *env) countedClients(t *testing.T, counter *kube.RequestCounter) *kube.C
 // startCache runs a synced informer cache of the test's namespace on clients.
 func (e *env) startCache(t *testing.T, clients *kube.Clients) *cache.Cache {
 	t.Helper()
-	c, err := cache.New(clients, cache.Options{Namespace: e.ns, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	c, err := cache.New(clients, cache.Options{Namespace: e.ns, Logger: testfix.Quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +47,7 @@ func (e *env) cachedSweeper(t *testing.T, clients *kube.Clients, store gc.Store)
 	t.Helper()
 	live := gc.LiveSource{Client: clients.Kube, Dynamic: clients.Dynamic, Metadata: clients.Metadata}
 	sw, err := gc.NewSweeper(gc.Config{Client: clients.Kube, Metadata: clients.Metadata, Source: gc.CachedSource{Store: store, Live: live},
-		Options: gc.Options{MinAge: 0, Keep: 0}, Namespaces: []string{e.ns}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Options: gc.Options{MinAge: 0, Keep: 0}, Namespaces: []string{e.ns}, Logger: testfix.Quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}

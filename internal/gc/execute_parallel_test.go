@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path"
@@ -28,6 +26,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
 
 // deletePlan is a plan of n Delete items (cm-000 ... in plan order) with a Keep item
@@ -133,8 +132,6 @@ func newSlowClient(t *testing.T, s *slowDeletes) kubernetes.Interface {
 	return c
 }
 
-func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
 func TestExecuteParallelBoundOrderAndFailures(t *testing.T) {
 	const n, bound = 40, 5
 	gr := schema.GroupResource{Resource: "configmaps"}
@@ -154,7 +151,7 @@ func TestExecuteParallelBoundOrderAndFailures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &Executor{Cluster: "c1", Client: newSlowClient(t, s), Parallel: bound, Recorder: rec, Metrics: m, Logger: quiet()}
+	e := &Executor{Cluster: "c1", Client: newSlowClient(t, s), Parallel: bound, Recorder: rec, Metrics: m, Logger: testfix.Quiet()}
 	p := deletePlan(n)
 	start := time.Now()
 	rep, err := e.Execute(context.Background(), p, false)
@@ -228,7 +225,7 @@ func TestExecuteParallelBoundOrderAndFailures(t *testing.T) {
 
 func TestExecuteParallelOneIsSerial(t *testing.T) {
 	s := &slowDeletes{d: time.Millisecond}
-	e := &Executor{Client: newSlowClient(t, s), Parallel: 1, Logger: quiet()}
+	e := &Executor{Client: newSlowClient(t, s), Parallel: 1, Logger: testfix.Quiet()}
 	rep, err := e.Execute(context.Background(), deletePlan(10), false)
 	if err != nil {
 		t.Fatal(err)
@@ -240,7 +237,7 @@ func TestExecuteParallelOneIsSerial(t *testing.T) {
 
 func TestExecuteParallelDefaultBound(t *testing.T) {
 	s := &slowDeletes{d: 20 * time.Millisecond}
-	e := &Executor{Client: newSlowClient(t, s), Logger: quiet()}
+	e := &Executor{Client: newSlowClient(t, s), Logger: testfix.Quiet()}
 	if _, err := e.Execute(context.Background(), deletePlan(3*DefaultParallel), false); err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +248,7 @@ func TestExecuteParallelDefaultBound(t *testing.T) {
 
 func TestExecuteParallelDryRunSendsNothing(t *testing.T) {
 	s := &slowDeletes{}
-	e := &Executor{Client: newSlowClient(t, s), Logger: quiet()}
+	e := &Executor{Client: newSlowClient(t, s), Logger: testfix.Quiet()}
 	rep, err := e.Execute(context.Background(), deletePlan(20), true)
 	if err != nil {
 		t.Fatal(err)
@@ -272,7 +269,7 @@ func TestExecuteParallelStopsOnCancel(t *testing.T) {
 		}
 		return nil
 	}}
-	e := &Executor{Client: newSlowClient(t, s), Parallel: bound, Logger: quiet()}
+	e := &Executor{Client: newSlowClient(t, s), Parallel: bound, Logger: testfix.Quiet()}
 	start := time.Now()
 	rep, err := e.Execute(ctx, deletePlan(n), false)
 	if err == nil || !errors.Is(err, core.ErrUnavailable) {

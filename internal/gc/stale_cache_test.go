@@ -15,6 +15,7 @@ import (
 	metafake "k8s.io/client-go/metadata/fake"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
 
 // staleStore is a synced cache that has not yet seen the newest workloads: it holds
@@ -57,7 +58,7 @@ func TestCachedSweepStaleCacheDeletesRevisionALivePodUses(t *testing.T) {
 				LocalObjectReference: corev1.LocalObjectReference{Name: "cfg-old"}}}}}}}
 	cm := &corev1.ConfigMap{ObjectMeta: rev.ObjectMeta}
 	kc := fake.NewClientset(pod, cm)
-	sw, err := NewSweeper(Config{Client: kc, Metadata: mc, Logger: quiet(),
+	sw, err := NewSweeper(Config{Client: kc, Metadata: mc, Logger: testfix.Quiet(),
 		Source:  CachedSource{Store: staleStore{revs: []*metav1.PartialObjectMetadata{rev}}, Live: LiveSource{Client: kc, Metadata: mc, Dynamic: dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{core.RolloutGVR: "RolloutList"})}},
 		Options: Options{MinAge: time.Hour, Keep: 0}})
 	if err != nil {

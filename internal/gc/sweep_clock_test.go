@@ -2,8 +2,6 @@ package gc_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/configmap-attacher/configmap-attacher/internal/gc"
 	"github.com/configmap-attacher/configmap-attacher/internal/kube"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
 
 // afterDelete runs fn once, right after the apiserver has answered the DELETE of the
@@ -67,7 +66,7 @@ func TestPodStartedDuringALongSweepKeepsItsRevision(t *testing.T) {
 	sw, err := gc.NewSweeper(gc.Config{Client: clients.Kube, Metadata: clients.Metadata, Namespaces: []string{e.ns},
 		Source:  gc.LiveSource{Client: clients.Kube, Dynamic: clients.Dynamic, Metadata: clients.Metadata},
 		Options: gc.Options{MinAge: 0, Keep: 0}, Parallel: 1, MaxPlanAge: time.Nanosecond,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Logger: testfix.Quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +121,7 @@ func TestGracePeriodIsMeasuredOnTheApiserversClock(t *testing.T) {
 	}
 	sw, err := gc.NewSweeper(gc.Config{Client: clients.Kube, Metadata: clients.Metadata, Namespaces: []string{e.ns},
 		Source:  gc.LiveSource{Client: clients.Kube, Dynamic: clients.Dynamic, Metadata: clients.Metadata},
-		Options: gc.Options{MinAge: time.Hour, Keep: 0}, Clock: clock.Now, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Options: gc.Options{MinAge: time.Hour, Keep: 0}, Clock: clock.Now, Logger: testfix.Quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}

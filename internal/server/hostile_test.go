@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -34,24 +33,6 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
 
-// lockedBuffer is a goroutine-safe log sink.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // hostileEnv is a served namespace with one ReplicaSet using an opted-in ConfigMap and
 // an opted-in Secret, the same in kube-system, a server restricted to the namespace
 // (kube-system denied, Secrets not enabled) with all three ingress paths, and a counter
@@ -62,7 +43,7 @@ type hostileEnv struct {
 	rs, sys  *appsv1.ReplicaSet
 	counter  *kube.RequestCounter
 	srv      *server.Server
-	logs     *lockedBuffer
+	logs     *testfix.SyncBuffer
 	grpc     triggers.TriggerClient
 	js       jetstream.JetStream
 	natsPass string
@@ -72,7 +53,7 @@ func newHostileEnv(t *testing.T, ns string) *hostileEnv {
 	t.Helper()
 	c := controlplane.Require(t, cp)
 	ctx := context.Background()
-	e := &hostileEnv{ns: ns, kc: c.Client(), counter: &kube.RequestCounter{}, logs: &lockedBuffer{}, natsPass: "nats-pw-" + ns}
+	e := &hostileEnv{ns: ns, kc: c.Client(), counter: &kube.RequestCounter{}, logs: &testfix.SyncBuffer{}, natsPass: "nats-pw-" + ns}
 	_, err := e.kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	e.rs = e.workload(t, ns, "web-1", "cfg-1", "sec-1")

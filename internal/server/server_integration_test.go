@@ -43,7 +43,7 @@ func logger(t *testing.T) *slog.Logger {
 	if testing.Verbose() {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", t.Name())
 	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
+	return testfix.Quiet()
 }
 
 // startServer runs a Server on loopback against the control plane and waits for /readyz.

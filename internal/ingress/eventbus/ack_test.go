@@ -2,8 +2,6 @@ package eventbus
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -20,6 +18,7 @@ import (
 
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/dispatch"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
 
 // hangingAckMsg is a JetStream message whose ack confirmation never comes (the
@@ -71,7 +70,7 @@ func (r liveReader) Users(context.Context, core.Kind, string, string) (*core.Use
 // and handled idempotently.
 func TestUnconfirmedAckDoesNotHoldTheSlot(t *testing.T) {
 	kc := fake.NewClientset(&appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "shop", UID: "u1"}})
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	quiet := testfix.Quiet()
 	a, err := core.NewAttacher(core.Config{Client: kc, Reader: liveReader{kc: kc}, Logger: quiet})
 	require.NoError(t, err)
 	d, err := dispatch.New(dispatch.Config{Clusters: oneCluster{a: a}, Logger: quiet, ExecuteTimeout: time.Hour})

@@ -4,8 +4,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"io"
-	"log/slog"
 	"net"
 	"os"
 	"testing"
@@ -42,7 +40,7 @@ func TestMissingClientCertIsRefused(t *testing.T) {
 	t.Cleanup(srv.Shutdown)
 	require.True(t, srv.ReadyForConnections(10*time.Second))
 
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := testfix.Quiet()
 	nc, err := Connect(Conn{URL: srv.ClientURL(), TLS: TLS{CAFile: caFile}}, log)
 	if nc != nil {
 		nc.Close()
@@ -71,7 +69,7 @@ func TestRefusedClassification(t *testing.T) {
 	go srv.Start()
 	t.Cleanup(srv.Shutdown)
 	require.True(t, srv.ReadyForConnections(10*time.Second))
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := testfix.Quiet()
 
 	for name, c := range map[string]Conn{
 		"wrong token":          {URL: srv.ClientURL(), Auth: Auth{Token: "wrong"}, TLS: TLS{CAFile: caFile}},

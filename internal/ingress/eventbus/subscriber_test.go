@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -30,6 +29,7 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/internal/kube"
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/natsserver"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
 
 var sharedCP *controlplane.ControlPlane
@@ -41,7 +41,7 @@ func TestMain(m *testing.M) {
 	os.Exit(controlplane.TestMain(m, &sharedCP))
 }
 
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+var quiet = testfix.Quiet()
 
 // countingClusters routes every event to one Attacher and counts (and can hold) calls.
 type countingClusters struct {
@@ -358,7 +358,7 @@ func TestSubscribersSplitWork(t *testing.T) {
 // ReplicaSet is attached through the new pull and the consumer ends idle.
 func TestSubscriberRecreatesAStalledPull(t *testing.T) {
 	f := newFixture(t, "eventbus-stall")
-	logs := &syncBuffer{}
+	logs := &testfix.SyncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	s := f.subscriber(&countingClusters{a: f.att}, prometheus.NewRegistry(), func(o *eventbus.SubscriberOptions) {
 		o.StallTimeout, o.Logger, o.DeliverAll = 800*time.Millisecond, log, true
@@ -374,22 +374,4 @@ func TestSubscriberRecreatesAStalledPull(t *testing.T) {
 	controlplane.Eventually(t, 60*time.Second, "every ReplicaSet attached after the pause", func() error { return f.allAttached(sets, 10) })
 	controlplane.Eventually(t, 30*time.Second, "the consumer idle", f.consumerIdle)
 	assert.Contains(t, logs.String(), "EventBus pull stalled: re-creating it")
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writers (a logger) and readers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

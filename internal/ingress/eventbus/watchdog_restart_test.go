@@ -16,6 +16,7 @@ import (
 	"github.com/configmap-attacher/configmap-attacher/internal/dispatch"
 	"github.com/configmap-attacher/configmap-attacher/internal/ingress/eventbus"
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
 
 // slowCluster delays every routing by d (a slow apiserver), so that the pull sits idle
@@ -33,7 +34,7 @@ func (c slowCluster) Attacher(string) (*core.Attacher, error) { time.Sleep(c.d);
 // nothing), the consumer ends idle and Run returns after cancel.
 func TestWatchdogRestartsWhileFlowingWriteOnce(t *testing.T) {
 	f := newFixture(t, fmt.Sprintf("eventbus-watchdog-restarts-%d", time.Now().UnixNano()%1e6))
-	logs := &syncBuffer{}
+	logs := &testfix.SyncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	var writes, handled atomic.Int64
 	d := observed{over(t, slowCluster{a: f.att, d: 100 * time.Millisecond}), func(a dispatch.Answer) {

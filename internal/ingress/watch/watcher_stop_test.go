@@ -3,8 +3,6 @@ package watch
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/dispatch"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
 
 // dispatcherFunc is a Dispatcher of one function (GaveUp does nothing).
@@ -82,7 +81,7 @@ func TestWatcherStopDropsQueue(t *testing.T) {
 		}
 		return dispatch.Answer{Class: dispatch.Classify(err), Err: err}
 	})
-	w, err := NewReplicaSets(inf, d, Options{Workers: 1, Resync: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	w, err := NewReplicaSets(inf, d, Options{Workers: 1, Resync: -1, Logger: testfix.Quiet()})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

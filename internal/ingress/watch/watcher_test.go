@@ -3,8 +3,6 @@ package watch_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"testing"
 	"time"
@@ -33,7 +31,7 @@ func TestMain(m *testing.M) { os.Exit(controlplane.TestMain(m, &sharedCP)) }
 func runWatcher(t *testing.T, counter *kube.RequestCounter) (stop func()) {
 	t.Helper()
 	cp := controlplane.Require(t, sharedCP)
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	quiet := testfix.Quiet()
 	clients, err := kube.NewClients(counter.Wrap(cp.RESTConfig()))
 	require.NoError(t, err)
 	c, err := cache.New(clients, cache.Options{Logger: quiet})

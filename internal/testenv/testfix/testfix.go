@@ -58,8 +58,8 @@ func CreateNamespace(t testing.TB, kc kubernetes.Interface, ns string) {
 	require.NoError(t, err)
 }
 
-// SyncBuffer is a bytes.Buffer safe for one writer and concurrent readers (a process's
-// output read while it runs).
+// SyncBuffer is a bytes.Buffer safe for concurrent writers and readers (a logger's or a
+// running command's output read while it runs). The zero value is ready to use.
 type SyncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
@@ -75,6 +75,13 @@ func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// Reset empties the buffer.
+func (s *SyncBuffer) Reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.b.Reset()
 }
 
 // AttachedEvents counts the "Attached" Events on ConfigMap name in ns, each with its

@@ -1,4 +1,4 @@
-package cluster_test
+package clusters_test
 
 import (
 	"context"
@@ -27,7 +27,7 @@ import (
 // again once the duplicate goes, and again after an update: each registration runs
 // the plugin with a runner of its own, and its requests are authenticated.
 func TestReadmittedSecretAuthenticatesWithCredentialsOfItsOwn(t *testing.T) {
-	a, b := cluster.ForTestPlanes()
+	a, b := planes()
 	if a == nil {
 		t.Skip("integration test: needs two local control planes (not started with -short)")
 	}
@@ -68,7 +68,7 @@ echo '{"apiVersion":"client.authentication.k8s.io/v1beta1","kind":"ExecCredentia
 	servedThroughItsPlugin("at first")
 	first := pluginRuns()
 
-	dup := cluster.ForTestArgoCDSecret("dup", "member", b)
+	dup := b.ArgoCDClusterSecret("dup", "member")
 	dup.Namespace = argocd
 	_, err = secrets.Create(ctx, dup, metav1.CreateOptions{})
 	require.NoError(t, err)

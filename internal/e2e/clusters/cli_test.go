@@ -1,4 +1,4 @@
-package cluster_test
+package clusters_test
 
 import (
 	"bytes"
@@ -20,10 +20,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/cli"
-	"github.com/configmap-attacher/configmap-attacher/internal/cluster"
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/inspect"
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
 
 func run(t *testing.T, args ...string) (code int, stdout, stderr string) {
@@ -52,14 +52,14 @@ func exists(t *testing.T, cp *controlplane.ControlPlane, ns, name string) bool {
 }
 
 func TestCLIAcrossClusters(t *testing.T) {
-	a, b := cluster.ForTestPlanes()
+	a, b := planes()
 	if a == nil {
 		t.Skip("integration test: needs two local control planes (not started with -short)")
 	}
-	kc := cluster.ForTestKubeconfig(t)
+	kc := controlplane.MergedKubeconfig(t, cpA, cpB)
 	const ns = "cli-multi"
-	rsA, ownersA := cluster.ForTestFixture(t, a, ns, "web", "cfg-web")
-	rsB, ownersB := cluster.ForTestFixture(t, b, ns, "web", "cfg-web")
+	rsA, ownersA := testfix.ListedFixture(t, a, ns, "web", "cfg-web")
+	rsB, ownersB := testfix.ListedFixture(t, b, ns, "web", "cfg-web")
 	orphan(t, a, ns, "old-1")
 	orphan(t, b, ns, "old-1")
 
@@ -131,11 +131,11 @@ func TestCLIAcrossClusters(t *testing.T) {
 }
 
 func TestServeSeveralClusters(t *testing.T) {
-	a, b := cluster.ForTestPlanes()
+	a, b := planes()
 	if a == nil {
 		t.Skip("integration test: needs two local control planes (not started with -short)")
 	}
-	kc := cluster.ForTestKubeconfig(t)
+	kc := controlplane.MergedKubeconfig(t, cpA, cpB)
 	port, err := controlplane.FreePort()
 	require.NoError(t, err)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
@@ -188,8 +188,8 @@ func TestServeSeveralClusters(t *testing.T) {
 		assert.Equal(t, "ok\n", body, "without the token (%q) /readyz says only ready or not", tok)
 	}
 
-	rsB, ownersB := cluster.ForTestFixture(t, b, "serve-multi", "web", "cfg-web")
-	_, ownersA := cluster.ForTestFixture(t, a, "serve-multi", "web", "cfg-web")
+	rsB, ownersB := testfix.ListedFixture(t, b, "serve-multi", "web", "cfg-web")
+	_, ownersA := testfix.ListedFixture(t, a, "serve-multi", "web", "cfg-web")
 	payload, err := json.Marshal(map[string]any{"type": "ADD", "group": "apps", "version": "v1", "resource": "replicasets",
 		"metadata": map[string]string{"cluster": "b"}, "body": rsB})
 	require.NoError(t, err)

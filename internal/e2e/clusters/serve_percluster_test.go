@@ -1,13 +1,11 @@
-package cluster_test
+package clusters_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,8 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/cli"
-	"github.com/configmap-attacher/configmap-attacher/internal/cluster"
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
 
 // serveCLI runs `configmap-attacher serve args...` in-process until the test ends and
@@ -31,7 +29,7 @@ func serveCLI(t *testing.T, args ...string) string {
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
-	var out syncBuffer
+	var out testfix.SyncBuffer
 	args = append([]string{"serve", "--grpc-addr", "-", "--http-addr", addr, "--metrics-addr", "127.0.0.1:0", "--cluster-probe-interval", "200ms", "--log-level", "warn"}, args...)
 	go func() { done <- cli.Main(ctx, args, cli.Streams{In: strings.NewReader(""), Out: &out, Err: &out}) }()
 	t.Cleanup(func() {
@@ -63,7 +61,7 @@ func serveCLI(t *testing.T, args ...string) string {
 // elect on their own Lease in the default cluster. A cluster added later through an Argo
 // CD Secret gets its watcher too, and loses it when the Secret goes.
 func TestServeWatchAndSweepInEveryCluster(t *testing.T) {
-	a, b := cluster.ForTestPlanes()
+	a, b := planes()
 	if a == nil {
 		t.Skip("integration test: needs two local control planes (not started with -short)")
 	}
@@ -71,11 +69,11 @@ func TestServeWatchAndSweepInEveryCluster(t *testing.T) {
 
 	t.Run("kubeconfig contexts", func(t *testing.T) {
 		const ns = "percluster"
-		kc := cluster.ForTestKubeconfig(t)
+		kc := controlplane.MergedKubeconfig(t, cpA, cpB)
 		serveCLI(t, "--kubeconfig", kc, "--cluster", "a", "--cluster", "b", "--watch",
 			"--gc-interval", "500ms", "--gc-min-age", "1s", "--gc-keep", "0", "--leader-elect", "--leader-elect-namespace", "default")
-		rsA, ownersA := cluster.ForTestFixture(t, a, ns, "web", "cfg-web")
-		rsB, ownersB := cluster.ForTestFixture(t, b, ns, "web", "cfg-web")
+		rsA, ownersA := testfix.ListedFixture(t, a, ns, "web", "cfg-web")
+		rsB, ownersB := testfix.ListedFixture(t, b, ns, "web", "cfg-web")
 		orphan(t, a, ns, "old-a")
 		orphan(t, b, ns, "old-b")
 		controlplane.Eventually(t, 60*time.Second, "both ReplicaSets attached by their cluster's watcher", func() error {
@@ -109,13 +107,13 @@ func TestServeWatchAndSweepInEveryCluster(t *testing.T) {
 		const argocd = "percluster-argocd"
 		_, err := kcA.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: argocd}}, metav1.CreateOptions{})
 		require.NoError(t, err)
-		serveCLI(t, "--kubeconfig", cluster.ForTestKubeconfig(t), "--context", "a", "--cluster-name", "hub",
+		serveCLI(t, "--kubeconfig", controlplane.MergedKubeconfig(t, cpA, cpB), "--context", "a", "--cluster-name", "hub",
 			"--argocd-clusters", argocd, "--watch")
-		rs1, owners1 := cluster.ForTestFixture(t, b, ns, "web-1", "cfg-1")
+		rs1, owners1 := testfix.ListedFixture(t, b, ns, "web-1", "cfg-1")
 		time.Sleep(time.Second)
 		assert.Empty(t, owners1(t), "b is not served yet")
 		secrets := kcA.CoreV1().Secrets(argocd)
-		sec := cluster.ForTestArgoCDSecret("percluster-b", "member-b", b)
+		sec := b.ArgoCDClusterSecret("percluster-b", "member-b")
 		sec.Namespace = argocd
 		_, err = secrets.Create(ctx, sec, metav1.CreateOptions{})
 		require.NoError(t, err)
@@ -127,26 +125,8 @@ func TestServeWatchAndSweepInEveryCluster(t *testing.T) {
 		})
 		require.NoError(t, secrets.Delete(ctx, "percluster-b", metav1.DeleteOptions{}))
 		time.Sleep(2 * time.Second) // the informer sees the delete; the watcher stops
-		_, owners2 := cluster.ForTestFixture(t, b, ns, "web-2", "cfg-2")
+		_, owners2 := testfix.ListedFixture(t, b, ns, "web-2", "cfg-2")
 		time.Sleep(3 * time.Second)
 		assert.Empty(t, owners2(t), "a removed cluster's watcher no longer attaches")
 	})
-}
-
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of a running command.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -1,4 +1,4 @@
-package cluster_test
+package clusters_test
 
 import (
 	"bytes"
@@ -33,7 +33,7 @@ func breakLogger(t *testing.T) *slog.Logger {
 	if testing.Verbose() {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("test", t.Name())
 	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
+	return testfix.Quiet()
 }
 
 // breakServe is one in-process serve over a registry of several clusters.
@@ -165,7 +165,7 @@ func createNamespace(t *testing.T, cp *controlplane.ControlPlane, ns string) {
 // now points at (never by a stale one of the old registration), the old name is
 // unknown, and in the end no ConfigMap got an owner from the other cluster.
 func TestArgoCDSecretChangesWhileServing(t *testing.T) {
-	a, b := cluster.ForTestPlanes()
+	a, b := planes()
 	if a == nil {
 		t.Skip("integration test: needs two local control planes (not started with -short)")
 	}
@@ -173,8 +173,8 @@ func TestArgoCDSecretChangesWhileServing(t *testing.T) {
 	breakRun.Add(1)
 	ns, argocd := uniq("break-flip"), uniq("break-flip-argocd")
 	createNamespace(t, a, argocd)
-	rsA, ownersA := cluster.ForTestFixture(t, a, ns, "web", "cfg-web")
-	rsB, ownersB := cluster.ForTestFixture(t, b, ns, "web", "cfg-web")
+	rsA, ownersA := testfix.ListedFixture(t, a, ns, "web", "cfg-web")
+	rsB, ownersB := testfix.ListedFixture(t, b, ns, "web", "cfg-web")
 	orphan(t, a, ns, "orphan-in-a")
 	orphan(t, b, ns, "orphan-in-b")
 
@@ -186,7 +186,7 @@ func TestArgoCDSecretChangesWhileServing(t *testing.T) {
 		GC: &server.GCOptions{Interval: 300 * time.Millisecond, Options: gc.Options{MinAge: time.Hour, Keep: 0}}})
 
 	secrets := a.Client().CoreV1().Secrets(argocd)
-	sec := cluster.ForTestArgoCDSecret("member", "member-0", b)
+	sec := b.ArgoCDClusterSecret("member", "member-0")
 	sec.Namespace = argocd
 	_, err := secrets.Create(ctx, sec, metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -215,7 +215,7 @@ func TestArgoCDSecretChangesWhileServing(t *testing.T) {
 		cp := planes[i%2]
 		cur, err := secrets.Get(ctx, "member", metav1.GetOptions{})
 		require.NoError(t, err)
-		fresh := cluster.ForTestArgoCDSecret("member", fmt.Sprintf("member-%d", i), cp)
+		fresh := cp.ArgoCDClusterSecret("member", fmt.Sprintf("member-%d", i))
 		if cp == a {
 			// Not the hub's address (one server under two names would be refused): a loopback proxy.
 			fresh.StringData["server"] = "https://" + toA.Addr()
@@ -254,7 +254,7 @@ func TestArgoCDSecretChangesWhileServing(t *testing.T) {
 // TestServeStopsItsEventBroadcasters: a serve with two clusters, once stopped,
 // leaves no Event broadcaster running (each is a goroutine and a watch channel).
 func TestServeStopsItsEventBroadcasters(t *testing.T) {
-	a, b := cluster.ForTestPlanes()
+	a, b := planes()
 	if a == nil {
 		t.Skip("integration test: needs two local control planes (not started with -short)")
 	}
@@ -307,7 +307,7 @@ func (s *breakServe) sweeps(t *testing.T, clusterName string) float64 {
 // holder of that cluster's Lease, all Leases in the default cluster); when that replica
 // stops, the other takes over every cluster.
 func TestLeaderElectionTwoReplicasTwoClusters(t *testing.T) {
-	a, b := cluster.ForTestPlanes()
+	a, b := planes()
 	if a == nil {
 		t.Skip("integration test: needs two local control planes (not started with -short)")
 	}
@@ -389,7 +389,7 @@ func TestLeaderElectionTwoReplicasTwoClusters(t *testing.T) {
 // Secret stops its pending per-cluster work (gc for it is then an unknown cluster) and
 // lets serve stop promptly.
 func TestDeadArgoCDClusterKeepsServeReady(t *testing.T) {
-	a, _ := cluster.ForTestPlanes()
+	a, _ := planes()
 	if a == nil {
 		t.Skip("integration test: needs two local control planes (not started with -short)")
 	}
@@ -405,7 +405,7 @@ func TestDeadArgoCDClusterKeepsServeReady(t *testing.T) {
 
 	port, err := controlplane.FreePort()
 	require.NoError(t, err)
-	dead := cluster.ForTestArgoCDSecret("dead", "dead", a)
+	dead := a.ArgoCDClusterSecret("dead", "dead")
 	dead.Namespace = argocd
 	dead.StringData["server"] = fmt.Sprintf("https://127.0.0.1:%d", port) // nothing listens
 	secrets := a.Client().CoreV1().Secrets(argocd)
@@ -428,7 +428,7 @@ func TestDeadArgoCDClusterKeepsServeReady(t *testing.T) {
 	assert.Contains(t, body, `cluster \"dead\"`)
 
 	// The hub still works: its watcher attaches.
-	rs, owners := cluster.ForTestFixture(t, a, ns, "web", "cfg-web")
+	rs, owners := testfix.ListedFixture(t, a, ns, "web", "cfg-web")
 	controlplane.Eventually(t, 30*time.Second, "the hub's watcher attaches", func() error {
 		if o := owners(t); !slices.Equal(o, []string{string(rs.UID)}) {
 			return fmt.Errorf("owners %v", o)
@@ -461,7 +461,7 @@ func TestDeadArgoCDClusterKeepsServeReady(t *testing.T) {
 // retryable 503; once b is back its watcher attaches again by itself and its sweeper
 // answers.
 func TestMemberApiserverDownWhileWatchingAndSweeping(t *testing.T) {
-	a, b := cluster.ForTestPlanes()
+	a, b := planes()
 	if a == nil {
 		t.Skip("integration test: needs two local control planes (not started with -short)")
 	}
@@ -502,7 +502,7 @@ func TestMemberApiserverDownWhileWatchingAndSweeping(t *testing.T) {
 	}
 	code, body := s.gcDryRun(t, "b", ns)
 	assert.Equal(t, http.StatusServiceUnavailable, code, body)
-	rsA, ownersA := cluster.ForTestFixture(t, a, ns, "web-down", "cfg-down")
+	rsA, ownersA := testfix.ListedFixture(t, a, ns, "web-down", "cfg-down")
 	controlplane.Eventually(t, 30*time.Second, "a's watcher attaches while b is down", func() error {
 		if o := ownersA(t); !slices.Equal(o, []string{string(rsA.UID)}) {
 			return fmt.Errorf("owners %v", o)
@@ -518,7 +518,7 @@ func TestMemberApiserverDownWhileWatchingAndSweeping(t *testing.T) {
 		}
 		return nil
 	})
-	rsB, ownersB := cluster.ForTestFixture(t, b, ns, "web-back", "cfg-back")
+	rsB, ownersB := testfix.ListedFixture(t, b, ns, "web-back", "cfg-back")
 	controlplane.Eventually(t, 60*time.Second, "b's watcher attaches after b's return", func() error {
 		if o := ownersB(t); !slices.Equal(o, []string{string(rsB.UID)}) {
 			return fmt.Errorf("owners %v", o)

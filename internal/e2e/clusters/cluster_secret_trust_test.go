@@ -1,4 +1,4 @@
-package cluster_test
+package clusters_test
 
 import (
 	"context"
@@ -107,7 +107,7 @@ func (s *breakServe) executeGRPC(t *testing.T, clusterName string, rs *appsv1.Re
 // Secret naming a credential plugin is refused with a per-Secret error and a metric,
 // and the command never runs; with the plugin allowed it runs, and its token is used.
 func TestClusterSecretCannotRunACommandTheOperatorDidNotAllow(t *testing.T) {
-	a, b := cluster.ForTestPlanes()
+	a, b := planes()
 	if a == nil {
 		t.Skip("integration test: needs two local control planes (not started with -short)")
 	}
@@ -191,7 +191,7 @@ func processRuns(pid int) bool {
 // (watcher) are attached promptly; removing the Secret kills the plugin and its child;
 // serve stops within its shutdown timeout.
 func TestHungCredentialPluginStallsNoOtherCluster(t *testing.T) {
-	a, b := cluster.ForTestPlanes()
+	a, b := planes()
 	if a == nil {
 		t.Skip("integration test: needs two local control planes (not started with -short)")
 	}
@@ -209,7 +209,7 @@ func TestHungCredentialPluginStallsNoOtherCluster(t *testing.T) {
 		ArgoCDNamespace: argocd, ExecPlugins: allowed, ProbeInterval: time.Second, ProbeTimeout: time.Second,
 	}, server.Ingress{Watch: true, WatchResync: time.Hour})
 	secrets := a.Client().CoreV1().Secrets(argocd)
-	good := cluster.ForTestArgoCDSecret("good", "good", b)
+	good := b.ArgoCDClusterSecret("good", "good")
 	good.Namespace = argocd
 	_, err = secrets.Create(ctx, good, metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -251,7 +251,7 @@ func TestHungCredentialPluginStallsNoOtherCluster(t *testing.T) {
 		}
 		return nil
 	})
-	rsB, owners := cluster.ForTestFixture(t, b, ns, "web", "cfg-web")
+	rsB, owners := testfix.ListedFixture(t, b, ns, "web", "cfg-web")
 	began := time.Now()
 	controlplane.Eventually(t, 30*time.Second, "good's ReplicaSet attached by its watcher", func() error {
 		if o := owners(t); !slices.Equal(o, []string{string(rsB.UID)}) {
@@ -310,7 +310,7 @@ func TestHungCredentialPluginStallsNoOtherCluster(t *testing.T) {
 // the same after a restart; once one goes, the other serves. Two names for one server
 // are refused the same way.
 func TestTwoSecretsNamingOneClusterServeNeither(t *testing.T) {
-	a, b := cluster.ForTestPlanes()
+	a, b := planes()
 	if a == nil {
 		t.Skip("integration test: needs two local control planes (not started with -short)")
 	}
@@ -323,9 +323,9 @@ func TestTwoSecretsNamingOneClusterServeNeither(t *testing.T) {
 		ArgoCDNamespace: argocd}
 	// Two Secrets for member-b, through two host names of b's apiserver; "aa-shadow"
 	// sorts first.
-	real := cluster.ForTestArgoCDSecret("member-b", "member-b", b)
+	real := b.ArgoCDClusterSecret("member-b", "member-b")
 	real.Namespace = argocd
-	shadow := cluster.ForTestArgoCDSecret("aa-shadow", "member-b", b)
+	shadow := b.ArgoCDClusterSecret("aa-shadow", "member-b")
 	shadow.Namespace = argocd
 	shadow.StringData["server"] = strings.Replace(b.ServerURL(), "127.0.0.1", "localhost", 1)
 	for _, sec := range []*corev1.Secret{real, shadow} {
@@ -385,7 +385,7 @@ func TestTwoSecretsNamingOneClusterServeNeither(t *testing.T) {
 	})
 
 	// One server under a second name: both refused, the first stops being served.
-	alias := cluster.ForTestArgoCDSecret("alias", "member-b-alias", b)
+	alias := b.ArgoCDClusterSecret("alias", "member-b-alias")
 	alias.Namespace = argocd
 	_, err := secrets.Create(ctx, alias, metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -402,7 +402,7 @@ func TestTwoSecretsNamingOneClusterServeNeither(t *testing.T) {
 // "namespaces" is that cluster's namespace policy: an event or an `operation: gc` for
 // another namespace of the cluster is refused, and nothing there changes.
 func TestClusterSecretNamespacesLimitEventsAndSweeps(t *testing.T) {
-	a, b := cluster.ForTestPlanes()
+	a, b := planes()
 	if a == nil {
 		t.Skip("integration test: needs two local control planes (not started with -short)")
 	}
@@ -416,7 +416,7 @@ func TestClusterSecretNamespacesLimitEventsAndSweeps(t *testing.T) {
 		Clusters:        []cluster.Spec{{Name: "hub", Source: cluster.SourceHome, Origin: "test", Config: a.RESTConfig()}},
 		ArgoCDNamespace: argocd,
 	}, server.Ingress{GC: &server.GCOptions{Options: gc.Options{MinAge: time.Nanosecond}}})
-	limited := cluster.ForTestArgoCDSecret("limited", "limited", b)
+	limited := b.ArgoCDClusterSecret("limited", "limited")
 	limited.Namespace = argocd
 	limited.StringData["namespaces"] = inside
 	_, err := a.Client().CoreV1().Secrets(argocd).Create(ctx, limited, metav1.CreateOptions{})
@@ -428,7 +428,7 @@ func TestClusterSecretNamespacesLimitEventsAndSweeps(t *testing.T) {
 		return nil
 	})
 	orphan(t, b, outside, "orphan-outside")
-	rsOut, owners := cluster.ForTestFixture(t, b, outside, "web", "cfg-web")
+	rsOut, owners := testfix.ListedFixture(t, b, outside, "web", "cfg-web")
 
 	code, body := s.postEvent(t, "limited", rsOut)
 	assert.Equal(t, http.StatusConflict, code, body)
@@ -448,7 +448,7 @@ func TestClusterSecretNamespacesLimitEventsAndSweeps(t *testing.T) {
 // TestClustersBeyondTheCapAreRefused: with --max-clusters 2 (the hub and one), a second
 // Argo CD Secret is refused with reason cluster-cap and served once room is made.
 func TestClustersBeyondTheCapAreRefused(t *testing.T) {
-	a, b := cluster.ForTestPlanes()
+	a, b := planes()
 	if a == nil {
 		t.Skip("integration test: needs two local control planes (not started with -short)")
 	}
@@ -461,7 +461,7 @@ func TestClustersBeyondTheCapAreRefused(t *testing.T) {
 		ArgoCDNamespace: argocd, MaxClusters: 2,
 	}, server.Ingress{})
 	secrets := a.Client().CoreV1().Secrets(argocd)
-	first := cluster.ForTestArgoCDSecret("first", "first", b)
+	first := b.ArgoCDClusterSecret("first", "first")
 	first.Namespace = argocd
 	_, err := secrets.Create(ctx, first, metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -471,7 +471,7 @@ func TestClustersBeyondTheCapAreRefused(t *testing.T) {
 		}
 		return nil
 	})
-	second := cluster.ForTestArgoCDSecret("a-second", "second", b) // sorts first: the cap keeps "first"
+	second := b.ArgoCDClusterSecret("a-second", "second") // sorts first: the cap keeps "first"
 	second.Namespace = argocd
 	second.StringData["server"] = "https://" + testfix.NewCutProxy(t, strings.TrimPrefix(b.ServerURL(), "https://")).Addr()
 	_, err = secrets.Create(ctx, second, metav1.CreateOptions{})

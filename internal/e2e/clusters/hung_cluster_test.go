@@ -1,4 +1,4 @@
-package cluster_test
+package clusters_test
 
 import (
 	"context"
@@ -106,7 +106,7 @@ func (p *blackhole) url() string { return "https://" + p.lis.Addr().String() }
 // Secret is deleted; the registry must go on processing Argo CD Secrets: a cluster
 // added next is served promptly, and serve still stops promptly.
 func TestPartitionedArgoCDClusterIsRemovedPromptly(t *testing.T) {
-	a, b := cluster.ForTestPlanes()
+	a, b := planes()
 	if a == nil {
 		t.Skip("integration test: needs two local control planes (not started with -short)")
 	}
@@ -124,7 +124,7 @@ func TestPartitionedArgoCDClusterIsRemovedPromptly(t *testing.T) {
 		ArgoCDNamespace: argocd,
 	}, server.Ingress{Watch: true, WatchResync: 500 * time.Millisecond})
 	secrets := a.Client().CoreV1().Secrets(argocd)
-	hung := cluster.ForTestArgoCDSecret("hung", "hung", b)
+	hung := b.ArgoCDClusterSecret("hung", "hung")
 	hung.Namespace = argocd
 	hung.StringData["server"] = proxy.url()
 	_, err = secrets.Create(ctx, hung, metav1.CreateOptions{})
@@ -155,7 +155,7 @@ func TestPartitionedArgoCDClusterIsRemovedPromptly(t *testing.T) {
 	proxy.dead.Store(true)
 	time.Sleep(2 * time.Second) // the next resyncs hang in live reads
 	require.NoError(t, secrets.Delete(ctx, "hung", metav1.DeleteOptions{}))
-	next := cluster.ForTestArgoCDSecret("next", "next", b)
+	next := b.ArgoCDClusterSecret("next", "next")
 	next.Namespace = argocd
 	_, err = secrets.Create(ctx, next, metav1.CreateOptions{})
 	require.NoError(t, err)

@@ -1,4 +1,4 @@
-package cluster_test
+package clusters_test
 
 import (
 	"context"
@@ -24,7 +24,7 @@ import (
 // each removal must stop them all: after the cycles the process runs no more
 // goroutines than after the first one.
 func TestClusterAddedRemovedAndReAddedLeavesNothingRunning(t *testing.T) {
-	a, b := cluster.ForTestPlanes()
+	a, b := planes()
 	if a == nil {
 		t.Skip("integration test: needs two local control planes (not started with -short)")
 	}
@@ -46,7 +46,7 @@ func TestClusterAddedRemovedAndReAddedLeavesNothingRunning(t *testing.T) {
 	cycle := func(i int) {
 		t.Helper()
 		name := fmt.Sprintf("member-%d", i)
-		sec := cluster.ForTestArgoCDSecret("member", name, b)
+		sec := b.ArgoCDClusterSecret("member", name)
 		sec.Namespace = argocd
 		_, err := secrets.Create(ctx, sec, metav1.CreateOptions{})
 		require.NoError(t, err)

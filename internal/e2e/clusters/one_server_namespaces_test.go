@@ -1,4 +1,4 @@
-package cluster_test
+package clusters_test
 
 import (
 	"context"
@@ -24,7 +24,7 @@ import (
 // are refused as one server named twice (duplicate-server), loudly: a Warning Event on
 // each Secret and the refusal metric.
 func TestOneAPIServerSplitByDisjointNamespacesServesEach(t *testing.T) {
-	a, b := cluster.ForTestPlanes()
+	a, b := planes()
 	if a == nil {
 		t.Skip("integration test: needs two local control planes (not started with -short)")
 	}
@@ -43,7 +43,7 @@ func TestOneAPIServerSplitByDisjointNamespacesServesEach(t *testing.T) {
 		{"team-a", teamA, b.ServerURL()},
 		{"team-b", teamB, strings.Replace(b.ServerURL(), "127.0.0.1", "localhost", 1) + "/"},
 	} {
-		sec := cluster.ForTestArgoCDSecret(team.name, team.name, b)
+		sec := b.ArgoCDClusterSecret(team.name, team.name)
 		sec.Namespace = argocd
 		sec.StringData["server"], sec.StringData["namespaces"] = team.server, team.ns
 		_, err := secrets.Create(ctx, sec, metav1.CreateOptions{})
