@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/event"
@@ -102,4 +104,14 @@ func AnswerOf(c Class, errText, field string, resp Response) Answer {
 		errText = string(c)
 	}
 	return Answer{Class: c, Err: ErrorOf(c, errText, field), Response: resp, Event: eventOf(resp)}
+}
+
+// ForbiddenAnswerOf is AnswerOf for another replica's permanent failure that was RBAC's
+// refusal of a write (Answer.Forbidden there): it is Forbidden on this side too, so a
+// forwarded event is answered "permission denied" exactly as a local one.
+func ForbiddenAnswerOf(errText string, resp Response) Answer {
+	a := AnswerOf(ClassPermanent, errText, "", resp)
+	a.Err = &remoteError{msg: a.Err.Error(), cause: &core.PermanentError{
+		Cause: apierrors.NewForbidden(schema.GroupResource{}, "", errors.New(a.Err.Error()))}}
+	return a
 }

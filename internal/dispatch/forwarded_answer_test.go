@@ -23,6 +23,17 @@ func TestAForwardedAnswerKeepsItsClass(t *testing.T) {
 	assert.Equal(t, "namespace", dispatch.FieldOf(a.Err), "an invalid field is named on this side too")
 }
 
+// RBAC's refusal of a write on the owner is "permission denied" on the replica the event
+// came in on too (gRPC PermissionDenied, HTTP 403), not a plain permanent failure.
+func TestAForwardedRBACRefusalStaysForbidden(t *testing.T) {
+	a := dispatch.ForbiddenAnswerOf("ConfigMap ns/x: forbidden", dispatch.Response{})
+	assert.Equal(t, dispatch.ClassPermanent, a.Class)
+	assert.Equal(t, dispatch.ClassPermanent, dispatch.Classify(a.Err))
+	assert.True(t, a.Forbidden())
+	assert.Equal(t, "ConfigMap ns/x: forbidden", a.Err.Error())
+	assert.False(t, dispatch.AnswerOf(dispatch.ClassPermanent, "immutable", "", dispatch.Response{}).Forbidden())
+}
+
 // Without a forwarding client, a cluster owned by another replica is retry-later,
 // never an unknown cluster.
 func TestAClusterOwnedElsewhereIsTransientWithoutForwarding(t *testing.T) {

@@ -48,10 +48,12 @@ type wireObject struct {
 
 // wireAnswer is a dispatch.Answer between replicas: its class, error and response.
 type wireAnswer struct {
-	Class    dispatch.Class    `json:"class"`
-	Error    string            `json:"error,omitempty"`
-	Field    string            `json:"field,omitempty"`
-	Response dispatch.Response `json:"response"`
+	Class dispatch.Class `json:"class"`
+	Error string         `json:"error,omitempty"`
+	Field string         `json:"field,omitempty"`
+	// Forbidden: a permanent failure that was RBAC's refusal of a write (Answer.Forbidden).
+	Forbidden bool              `json:"forbidden,omitempty"`
+	Response  dispatch.Response `json:"response"`
 }
 
 func toWire(req dispatch.Request) wireRequest {
@@ -132,7 +134,7 @@ func forwardHandler(d *dispatch.Dispatcher) http.Handler {
 		} else {
 			a = d.Dispatch(r.Context(), req)
 		}
-		out := wireAnswer{Class: a.Class, Response: a.Response, Field: dispatch.FieldOf(a.Err)}
+		out := wireAnswer{Class: a.Class, Response: a.Response, Field: dispatch.FieldOf(a.Err), Forbidden: a.Forbidden()}
 		if a.Err != nil {
 			out.Error = a.Err.Error()
 		}
@@ -232,6 +234,9 @@ func (c *forwardClient) Forward(ctx context.Context, owner string, req dispatch.
 			class = dispatch.Classify(context.Cause(ctx))
 		}
 		return dispatch.AnswerOf(class, fmt.Sprintf("forwarding to the cluster's owner at %s: %v; retry", owner, err), "", resp)
+	}
+	if wa.Forbidden && wa.Class == dispatch.ClassPermanent {
+		return dispatch.ForbiddenAnswerOf(wa.Error, wa.Response)
 	}
 	return dispatch.AnswerOf(wa.Class, wa.Error, wa.Field, wa.Response)
 }

@@ -2,7 +2,11 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -43,5 +47,30 @@ func TestForwardingIsAuthenticatedAndKeepsTheAnswersClass(t *testing.T) {
 		a = newForwardClient(nil, []byte(token)).Forward(ctx, lis.Addr().String(), req)
 		assert.Equal(t, dispatch.ClassUnavailable, a.Class, "token %q: %v", token, a.Err)
 		assert.Contains(t, a.Err.Error(), "401")
+	}
+}
+
+// An owner's "permission denied" (RBAC refused the write) crosses the wire as such: the
+// replica the event came in on answers it 403 / PermissionDenied like a local one.
+func TestAForwardedPermissionDeniedStaysPermissionDenied(t *testing.T) {
+	for _, tt := range []struct {
+		name          string
+		wire          wireAnswer
+		wantForbidden bool
+	}{
+		{"RBAC refused", wireAnswer{Class: dispatch.ClassPermanent, Error: "forbidden", Forbidden: true}, true},
+		{"another permanent failure", wireAnswer{Class: dispatch.ClassPermanent, Error: "immutable"}, false},
+		{"forbidden on a class that is not permanent is ignored", wireAnswer{Class: dispatch.ClassBusy, Forbidden: true}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			owner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				_ = json.NewEncoder(w).Encode(tt.wire)
+			}))
+			defer owner.Close()
+			a := newForwardClient(nil, nil).Forward(context.Background(), strings.TrimPrefix(owner.URL, "http://"),
+				dispatch.Request{Path: dispatch.PathGRPC, Event: core.Event{Cluster: "prod", Namespace: "shop", Name: "web-1"}})
+			assert.Equal(t, tt.wire.Class, a.Class)
+			assert.Equal(t, tt.wantForbidden, a.Forbidden())
+		})
 	}
 }
