@@ -95,7 +95,9 @@ func newForwardServer(lis net.Listener, d *dispatch.Dispatcher, tlsCfg *tls.Conf
 	f := &forwardServer{lis: lis, client: client, log: log.With("component", "forward")}
 	mux := http.NewServeMux()
 	mux.Handle("POST "+ForwardPath, requireToken(token, forwardHandler(d)))
-	f.srv = &http.Server{Handler: mux, TLSConfig: forwardServerTLS(tlsCfg), ReadHeaderTimeout: 10 * time.Second}
+	// The HTTP receiver's limits (trigger.NewHTTPServer): a slow or idle client is bounded.
+	f.srv = &http.Server{Handler: mux, TLSConfig: forwardServerTLS(tlsCfg), ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 	return f
 }
 
