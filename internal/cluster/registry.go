@@ -588,7 +588,7 @@ func (r *Registry) watchArgoCD(ctx context.Context, client kubernetes.Interface)
 	if err != nil {
 		return fmt.Errorf("cluster: Argo CD Secret handler: %w", err)
 	}
-	var synced toolscache.InformerSynced = r.argoListed.Load
+	var synced toolscache.InformerSynced = r.argoAdmitted.Load // listed and admitted: their clusters routed
 	r.argoSync.Store(&synced)
 	r.argoEvents = newArgoEvents(client)
 	f.Start(ctx.Done())
