@@ -200,7 +200,8 @@ func without(keys []string, k string) []string {
 // ways is one server (docs/safety.md): scheme and host lower case, the default port
 // dropped, the path cleaned and its trailing slashes dropped, a host name's trailing
 // dot dropped, an IP address in canonical form (::ffff:10.0.0.1 is 10.0.0.1),
-// "localhost" (and *.localhost) and every loopback address one host, and in a Pod
+// "localhost" (and *.localhost), every loopback address and the unspecified address
+// (0.0.0.0 and ::, which a connection reaches this host through) one host, and in a Pod
 // kubernetes.default.svc[.cluster.local] the Service address the Pod's environment
 // names (KUBERNETES_SERVICE_HOST, which rest.InClusterConfig uses). No DNS lookup is
 // made: two other names of one address are two servers here (a lookup would make
@@ -222,7 +223,8 @@ func normalServerIn(s, svcHost string) string {
 	if ip := net.ParseIP(host); ip != nil {
 		host = ip.String()
 	}
-	if ip := net.ParseIP(host); (ip != nil && ip.IsLoopback()) || host == "localhost" || strings.HasSuffix(host, ".localhost") {
+	// A connection to the unspecified address (0.0.0.0, ::) is one to this host.
+	if ip := net.ParseIP(host); (ip != nil && (ip.IsLoopback() || ip.IsUnspecified())) || host == "localhost" || strings.HasSuffix(host, ".localhost") {
 		host = "localhost"
 	}
 	port := u.Port()

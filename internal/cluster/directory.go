@@ -24,6 +24,10 @@ type Directory struct {
 	// owner returns the forwarding address of the replica owning a cluster not served
 	// here ("" none at the moment); nil without a fleet.
 	owner func(name string) string
+	// pending reports that clusters may still be registered from a first listing (the
+	// Argo CD Secrets not admitted yet): an unknown name is then retried, not refused;
+	// nil without such a source.
+	pending func() bool
 	// periodic: sweeps run periodically, so an attach that wrote schedules one.
 	periodic bool
 }
@@ -53,6 +57,12 @@ func (d *Directory) setOwner(fn func(name string) string) {
 	d.owner = fn
 }
 
+func (d *Directory) setPending(fn func() bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.pending = fn
+}
+
 // set routes name to rt (nil: registered, served elsewhere).
 func (d *Directory) set(name string, r route) {
 	d.mu.Lock()
@@ -80,8 +90,9 @@ func (d *Directory) unroute(name string, rt *Runtime) {
 }
 
 // Runtime returns the runtime serving cluster name here ("" is the default). Errors: an
-// unknown name (*core.FieldError for "cluster", core.ErrInvalid); a cluster owned by
-// another replica (*dispatch.OwnedElsewhereError, transient).
+// unknown name (*core.FieldError for "cluster", core.ErrInvalid), or transient
+// (core.ErrUnavailable) while the Argo CD Secrets are not admitted yet; a cluster owned
+// by another replica (*dispatch.OwnedElsewhereError, transient).
 func (d *Directory) Runtime(name string) (*Runtime, error) {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
@@ -89,6 +100,9 @@ func (d *Directory) Runtime(name string) (*Runtime, error) {
 		name = d.def
 	}
 	r, ok := d.routes[name]
+	if !ok && d.pending != nil && d.pending() {
+		return nil, fmt.Errorf("cluster %q: %w: the Argo CD cluster Secrets are not listed yet; retry", core.Clip(name), core.ErrUnavailable)
+	}
 	if !ok {
 		names := make([]string, 0, len(d.routes))
 		for n := range d.routes {

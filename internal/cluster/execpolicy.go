@@ -133,8 +133,32 @@ func (p *ExecPolicy) timeout() time.Duration {
 }
 
 // unsafePluginEnv reports whether a Secret may not set the plugin environment variable
-// name: the dynamic loader's (LD_*, DYLD_*), which would make an allowed command load
-// other code, and KUBERNETES_EXEC_INFO, which the service sets itself.
+// name: one that is not an identifier ([A-Za-z_][A-Za-z0-9_]*: bash imports
+// "BASH_FUNC_name%%" as a function that replaces a command), the dynamic loader's
+// (LD_*, DYLD_*), which would make an allowed command load other code, a shell's
+// startup variables (BASH_ENV, ENV, SHELLOPTS, BASHOPTS, PS4), which make a plugin that
+// is or calls a shell script run code of the Secret's choosing, and
+// KUBERNETES_EXEC_INFO, which the service sets itself (docs/safety.md, rule 12).
 func unsafePluginEnv(name string) bool {
-	return strings.HasPrefix(name, "LD_") || strings.HasPrefix(name, "DYLD_") || name == ExecInfoEnv
+	if !envIdentifier(name) {
+		return true
+	}
+	switch name {
+	case ExecInfoEnv, "BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PS4":
+		return true
+	}
+	return strings.HasPrefix(name, "LD_") || strings.HasPrefix(name, "DYLD_") || strings.HasPrefix(name, "BASH_FUNC_")
+}
+
+// envIdentifier reports whether name is a portable environment variable name.
+func envIdentifier(name string) bool {
+	for i, r := range name {
+		switch {
+		case r == '_', r >= 'A' && r <= 'Z', r >= 'a' && r <= 'z':
+		case r >= '0' && r <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return name != ""
 }

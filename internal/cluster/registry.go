@@ -148,13 +148,16 @@ type Registry struct {
 	// argoListed: the first list of Argo CD Secrets has reached the handlers; until
 	// then nothing is admitted (admission.go decides on all of them at once).
 	argoListed atomic.Bool
-	argoEvents *argoEvents
-	runCtx     context.Context
-	wg         sync.WaitGroup
-	running    atomic.Bool
-	argoSync   atomic.Pointer[toolscache.InformerSynced]
-	defName    string
-	dir        *Directory
+	// argoAdmitted: the first list of Argo CD Secrets has been admitted (their clusters
+	// routed); until then an unknown cluster name may be one of theirs (Directory.pending).
+	argoAdmitted atomic.Bool
+	argoEvents   *argoEvents
+	runCtx       context.Context
+	wg           sync.WaitGroup
+	running      atomic.Bool
+	argoSync     atomic.Pointer[toolscache.InformerSynced]
+	defName      string
+	dir          *Directory
 }
 
 type member struct {
@@ -227,6 +230,9 @@ func New(opts Options) (*Registry, error) {
 		return nil, fmt.Errorf("cluster: default cluster %q is not among the clusters (%s)", r.defName, strings.Join(r.Names(), ", "))
 	}
 	r.dir.setDefault(r.defName)
+	if opts.ArgoCDNamespace != "" {
+		r.dir.setPending(func() bool { return !r.argoAdmitted.Load() })
+	}
 	if opts.Ownership != nil {
 		r.dir.setOwner(r.ownerOf)
 		opts.Ownership.Notify(r.Reconcile)
@@ -582,7 +588,7 @@ func (r *Registry) watchArgoCD(ctx context.Context, client kubernetes.Interface)
 	if err != nil {
 		return fmt.Errorf("cluster: Argo CD Secret handler: %w", err)
 	}
-	var synced toolscache.InformerSynced = r.argoListed.Load
+	var synced toolscache.InformerSynced = r.argoAdmitted.Load // listed and admitted: their clusters routed
 	r.argoSync.Store(&synced)
 	r.argoEvents = newArgoEvents(client)
 	f.Start(ctx.Done())
@@ -611,6 +617,7 @@ func (r *Registry) admitWhenListed(ctx context.Context, listed toolscache.Inform
 	r.mu.Lock()
 	r.argoListed.Store(true)
 	stopped := r.reconcileLocked()
+	r.argoAdmitted.Store(true)
 	r.mu.Unlock()
 	for _, m := range stopped {
 		r.stop(m)

@@ -391,13 +391,16 @@ func allowedPlugin(e *argoExecProvider, p *ExecPolicy) (*execPlugin, error) {
 	return &execPlugin{path: path, apiVersion: api, args: e.Args, env: env, timeout: p.timeout()}, nil
 }
 
-// secretNamespaces parses the Secret's "namespaces" (comma list; empty: all).
+// secretNamespaces parses the Secret's "namespaces" (comma list; empty: all). A
+// namespace written twice is one (one cache and one sweep each).
 func secretNamespaces(s *corev1.Secret) ([]string, error) {
 	var nss []string
+	seen := map[string]bool{}
 	for _, ns := range strings.Split(secretValue(s, "namespaces"), ",") {
-		if ns = strings.TrimSpace(ns); ns == "" {
+		if ns = strings.TrimSpace(ns); ns == "" || seen[ns] {
 			continue
 		}
+		seen[ns] = true
 		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
 			return nil, fmt.Errorf(`"namespaces": %q is not a namespace name`, core.Clip(ns))
 		}

@@ -97,8 +97,24 @@ func newForwardServer(lis net.Listener, d *dispatch.Dispatcher, tlsCfg *tls.Conf
 	f := &forwardServer{lis: lis, client: client, log: log.With("component", "forward")}
 	mux := http.NewServeMux()
 	mux.Handle("POST "+ForwardPath, requireToken(token, forwardHandler(d)))
-	f.srv = &http.Server{Handler: mux, TLSConfig: tlsCfg, ReadHeaderTimeout: 10 * time.Second}
+	// The HTTP receiver's limits (trigger.NewHTTPServer): a slow or idle client is bounded.
+	f.srv = &http.Server{Handler: mux, TLSConfig: forwardServerTLS(tlsCfg), ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 	return f
+}
+
+// forwardServerTLS is the forwarding endpoint's TLS: the service's, and with mutual TLS
+// a client certificate that is this service's own (the other replicas present their
+// serving certificate, which the client CA need not sign nor name for client auth: the
+// chart's has "server auth" only) or one the client CA signs for client auth.
+func forwardServerTLS(own *tls.Config) *tls.Config {
+	if own == nil || own.ClientCAs == nil || own.ClientAuth != tls.RequireAndVerifyClientCert {
+		return own
+	}
+	cfg := own.Clone()
+	cfg.ClientAuth = tls.RequireAnyClientCert
+	cfg.VerifyPeerCertificate = ownOrSigned(own, own.ClientCAs, x509.ExtKeyUsageClientAuth)
+	return cfg
 }
 
 // Run serves until ctx ends, then shuts down (forwarded events in flight finish).
@@ -190,37 +206,50 @@ func newForwardClient(tlsCfg *tls.Config, token []byte) *forwardClient {
 // mutual TLS) and accepts an owner presenting that same certificate (every replica
 // mounts one) or one the client CA bundle signs. Owners are reached by pod IP, which
 // serving certificates rarely name, so the check is of the certificate, not the name.
+//
+// The certificate is presented whatever CAs the owner names as acceptable (Go's client
+// would send none when the client CA did not sign it): the owner accepts its own.
 func peerTLS(own *tls.Config) *tls.Config {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12,
+		InsecureSkipVerify:    true, // replaced by VerifyPeerCertificate below
+		VerifyPeerCertificate: ownOrSigned(own, own.ClientCAs, x509.ExtKeyUsageServerAuth)}
+	if len(own.Certificates) > 0 {
+		cert := own.Certificates[0]
+		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &cert, nil }
+	}
+	return cfg
+}
+
+// ownOrSigned verifies a peer's certificate chain: the leaf is own's certificate, or
+// pool (nil: none) signs it for usage.
+func ownOrSigned(own *tls.Config, pool *x509.CertPool, usage x509.ExtKeyUsage) func([][]byte, [][]*x509.Certificate) error {
 	var mine []byte
 	if len(own.Certificates) > 0 && len(own.Certificates[0].Certificate) > 0 {
 		mine = own.Certificates[0].Certificate[0]
 	}
-	pool := own.ClientCAs
-	return &tls.Config{Certificates: own.Certificates, MinVersion: tls.VersionTLS12,
-		InsecureSkipVerify: true, // replaced by VerifyPeerCertificate below
-		VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
-			if len(raw) == 0 {
-				return errors.New("the owner presented no certificate")
-			}
-			if mine != nil && bytes.Equal(raw[0], mine) {
-				return nil
-			}
-			if pool == nil {
-				return errors.New("the owner's certificate is not this service's")
-			}
-			leaf, err := x509.ParseCertificate(raw[0])
-			if err != nil {
-				return err
-			}
-			inter := x509.NewCertPool()
-			for _, r := range raw[1:] {
-				if c, err := x509.ParseCertificate(r); err == nil {
-					inter.AddCert(c)
-				}
-			}
-			_, err = leaf.Verify(x509.VerifyOptions{Roots: pool, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+	return func(raw [][]byte, _ [][]*x509.Certificate) error {
+		if len(raw) == 0 {
+			return errors.New("the peer presented no certificate")
+		}
+		if mine != nil && bytes.Equal(raw[0], mine) {
+			return nil
+		}
+		if pool == nil {
+			return errors.New("the peer's certificate is not this service's")
+		}
+		leaf, err := x509.ParseCertificate(raw[0])
+		if err != nil {
 			return err
-		}}
+		}
+		inter := x509.NewCertPool()
+		for _, r := range raw[1:] {
+			if c, err := x509.ParseCertificate(r); err == nil {
+				inter.AddCert(c)
+			}
+		}
+		_, err = leaf.Verify(x509.VerifyOptions{Roots: pool, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{usage}})
+		return err
+	}
 }
 
 // Forward implements dispatch.Forwarder: an owner that cannot be reached, or answers
