@@ -1,4 +1,4 @@
-package cluster_test
+package clusters_test
 
 import (
 	"context"
@@ -24,7 +24,7 @@ import (
 // and no goroutine of its registrations left: each registration's runner is killed
 // with its process group when the Secret changes, however fast it changes.
 func TestSecretFlippingBetweenAllowedAndRefusedLeavesNothingRunning(t *testing.T) {
-	a, b := cluster.ForTestPlanes()
+	a, b := planes()
 	if a == nil {
 		t.Skip("integration test: needs two local control planes (not started with -short)")
 	}

@@ -1,4 +1,4 @@
-package cluster_test
+package clusters_test
 
 import (
 	"context"
@@ -22,7 +22,7 @@ import (
 // a connection to this host), so next to a Secret naming it by 127.0.0.1 with
 // overlapping namespaces both are refused (duplicate-server), never both served.
 func TestApiserverReachedThroughTheUnspecifiedAddressIsADuplicateServer(t *testing.T) {
-	a, b := cluster.ForTestPlanes()
+	a, b := planes()
 	if a == nil {
 		t.Skip("integration test: needs two local control planes (not started with -short)")
 	}
@@ -41,7 +41,7 @@ func TestApiserverReachedThroughTheUnspecifiedAddressIsADuplicateServer(t *testi
 				{"plain", b.ServerURL()},
 				{"unspecified", strings.Replace(b.ServerURL(), "127.0.0.1", spelling, 1)},
 			} {
-				sec := cluster.ForTestArgoCDSecret(c.name, c.name, b)
+				sec := b.ArgoCDClusterSecret(c.name, c.name)
 				sec.Namespace = argocd
 				cfg, err := json.Marshal(map[string]any{"bearerToken": b.AdminToken(), "tlsClientConfig": map[string]any{"insecure": true}})
 				require.NoError(t, err)

@@ -1,4 +1,4 @@
-package cluster_test
+package clusters_test
 
 import (
 	"context"
@@ -31,7 +31,7 @@ import (
 // start-up replay of the new cluster attaches it too and would hide the loss: the test
 // asserts the message itself was not terminated.)
 func TestEventBusMessageForAnArgoCDClusterIsKeptUntilTheSecretsAreListed(t *testing.T) {
-	a, b := cluster.ForTestPlanes()
+	a, b := planes()
 	if a == nil {
 		t.Skip("integration test: needs two local control planes (not started with -short)")
 	}
@@ -40,11 +40,11 @@ func TestEventBusMessageForAnArgoCDClusterIsKeptUntilTheSecretsAreListed(t *test
 	argocd, ns := uniq("early-argocd"), uniq("early")
 	createNamespace(t, a, argocd)
 	createNamespace(t, b, ns)
-	sec := cluster.ForTestArgoCDSecret("member", "member", b)
+	sec := b.ArgoCDClusterSecret("member", "member")
 	sec.Namespace = argocd
 	_, err := a.Client().CoreV1().Secrets(argocd).Create(ctx, sec, metav1.CreateOptions{})
 	require.NoError(t, err)
-	rs, owners := cluster.ForTestFixture(t, b, ns, "web", "cfg-web")
+	rs, owners := testfix.ListedFixture(t, b, ns, "web", "cfg-web")
 
 	// The Argo CD Secrets are read through a proxy that answers nothing for now.
 	slow := testfix.NewHangProxy(t, strings.TrimPrefix(a.ServerURL(), "https://"))

@@ -1,4 +1,4 @@
-package cluster_test
+package clusters_test
 
 import (
 	"context"
@@ -21,7 +21,7 @@ import (
 // namespace: one cache and one sweep of it, not one per entry (a Secret of up to 1 MiB
 // of "a,a,a,..." would otherwise start hundreds of thousands of caches on one cluster).
 func TestSecretNamespacesWrittenSeveralTimesAreCachedOnce(t *testing.T) {
-	a, b := cluster.ForTestPlanes()
+	a, b := planes()
 	if a == nil {
 		t.Skip("integration test: needs two local control planes (not started with -short)")
 	}
@@ -34,7 +34,7 @@ func TestSecretNamespacesWrittenSeveralTimesAreCachedOnce(t *testing.T) {
 		Clusters:        []cluster.Spec{{Name: "hub", Source: cluster.SourceHome, Origin: "test", Config: a.RESTConfig()}},
 		ArgoCDNamespace: argocd,
 	}, server.Ingress{})
-	sec := cluster.ForTestArgoCDSecret("team", "team", b)
+	sec := b.ArgoCDClusterSecret("team", "team")
 	sec.Namespace = argocd
 	sec.StringData["namespaces"] = strings.Join([]string{team, " " + team, "", team + " ", team}, ",")
 	_, err := a.Client().CoreV1().Secrets(argocd).Create(ctx, sec, metav1.CreateOptions{})
