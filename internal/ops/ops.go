@@ -46,8 +46,9 @@ type Options struct {
 	// Pprof serves /debug/pprof/; it then always needs the token (New refuses Pprof
 	// without Authorized): a profile shows the heap and costs CPU.
 	Pprof bool
-	// TLS, when set, serves HTTPS. It never asks for client certificates: the kubelet's
-	// probes carry none; the token guards what needs guarding.
+	// TLS, when set, serves HTTPS. It never requires a client certificate: the kubelet's
+	// probes carry none; Authorized guards what needs guarding (the token, or with mutual
+	// TLS a verified client certificate, asked for but optional).
 	TLS *tls.Config
 	// ShutdownTimeout bounds the graceful shutdown; zero means 5s.
 	ShutdownTimeout time.Duration

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"sync"
 	"time"
 
@@ -322,12 +323,22 @@ func (s *Server) opsHandler(tlsCfg *tls.Config) (*ops.Handler, error) {
 	o := s.opts
 	oo := ops.Options{Gatherer: s.d.Metrics().Registry, Ready: s.readiness, PublicMetrics: o.PublicMetrics,
 		Pprof: o.Pprof, ShutdownTimeout: o.ShutdownTimeout, Linger: s.drained}
-	if bearer := trigger.NewBearer(o.HTTPToken); bearer != nil {
+	bearer := trigger.NewBearer(o.HTTPToken)
+	if bearer != nil {
 		oo.Authorized = bearer.Valid
 	}
 	if tlsCfg != nil {
 		oo.TLS = tlsCfg.Clone()
-		oo.TLS.ClientCAs, oo.TLS.ClientAuth = nil, tls.NoClientCert
+		oo.TLS.ClientAuth = tls.NoClientCert
+		if tlsCfg.ClientCAs != nil {
+			// Mutual TLS guards the service: a certificate from the client CA is asked for
+			// but not required (the kubelet's probes carry none), and it is what opens
+			// /metrics and pprof, as the token does (docs/design.md, "The ops listener").
+			oo.TLS.ClientAuth = tls.VerifyClientCertIfGiven
+			oo.Authorized = func(r *http.Request) bool {
+				return (r.TLS != nil && len(r.TLS.VerifiedChains) > 0) || (bearer != nil && bearer.Valid(r))
+			}
+		}
 	}
 	h, err := ops.NewHandler(oo)
 	if err != nil {
