@@ -16,15 +16,30 @@ import (
 // namespaces is refused with a clear error (invalid), not served with thousands of
 // caches in the one process every cluster shares.
 func TestSecretNamespacesAreBounded(t *testing.T) {
-	t.Skip("finding: a Secret's namespaces are not bounded: 10000 distinct namespaces are accepted and each starts a cache (informers and watches) on the cluster; the bound is a design decision (--max-clusters is 50 by default)")
-	nss := make([]string, 10000)
-	for i := range nss {
-		nss[i] = fmt.Sprintf("team-%d", i)
+	for _, tt := range []struct {
+		name    string
+		n       int
+		refused bool
+	}{
+		{"ten thousand", 10000, true},
+		{"one over the bound", MaxSecretNamespaces + 1, true},
+		{"the bound", MaxSecretNamespaces, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			nss := make([]string, tt.n)
+			for i := range nss {
+				nss[i] = fmt.Sprintf("team-%d", i)
+			}
+			s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "wide", Namespace: "argocd",
+				Labels: map[string]string{ArgoCDSecretTypeLabel: ArgoCDSecretTypeCluster}},
+				StringData: map[string]string{"name": "wide", "server": "https://h.example", "namespaces": strings.Join(nss, ",")}}
+			_, err := specFromSecret(s, nil)
+			if !tt.refused {
+				require.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			require.Contains(t, err.Error(), `"namespaces": more than`)
+		})
 	}
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "wide", Namespace: "argocd",
-		Labels: map[string]string{ArgoCDSecretTypeLabel: ArgoCDSecretTypeCluster}},
-		StringData: map[string]string{"name": "wide", "server": "https://h.example", "namespaces": strings.Join(nss, ",")}}
-	_, err := specFromSecret(s, nil)
-	require.Error(t, err)
-	require.Contains(t, err.Error(), `"namespaces"`)
 }

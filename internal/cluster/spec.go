@@ -404,10 +404,19 @@ func secretNamespaces(s *corev1.Secret) ([]string, error) {
 		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
 			return nil, fmt.Errorf(`"namespaces": %q is not a namespace name`, core.Clip(ns))
 		}
+		if len(nss) == MaxSecretNamespaces {
+			return nil, fmt.Errorf(`"namespaces": more than %d namespaces (each is a cache of its own): list at most %d, or leave it empty to serve every namespace the service's RBAC on that cluster allows`,
+				MaxSecretNamespaces, MaxSecretNamespaces)
+		}
 		nss = append(nss, ns)
 	}
 	return nss, nil
 }
+
+// MaxSecretNamespaces bounds a cluster Secret's "namespaces": each namespace is a cache
+// (informers and watches) of its own in the process every cluster shares, so a Secret
+// cannot make thousands of them (docs/safety.md, "Cluster Secrets are a trust boundary").
+const MaxSecretNamespaces = 100
 
 // secretValue returns data[key], else stringData[key] (set by clients before the
 // apiserver merges it; present in unit tests and dry runs).
