@@ -21,7 +21,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -77,6 +76,7 @@ type Cache struct {
 	// userInfs are the ControllerRevision, StatefulSet, DaemonSet, Job, CronJob and Pod
 	// informers, lean (see Lean) and indexed by the config objects they use.
 	userInfs []toolscache.SharedIndexInformer
+	users    lazyUsers
 	// workloadInfs are every typed informer (registerPagedInformers): Run runs them.
 	workloadInfs []toolscache.SharedIndexInformer
 	cmInf        toolscache.SharedIndexInformer
@@ -190,12 +190,11 @@ func (c *Cache) Run(ctx context.Context) error {
 	// made from ctx.Done(), and each such context costs a goroutine of its own for the
 	// life of the informer (docs/design.md, "Per-cluster cost").
 	var wg sync.WaitGroup
-	for _, inf := range append(slices.Clip(c.workloadInfs), c.cmInf, c.secInf) {
-		if inf != nil {
-			wg.Go(func() { inf.RunWithContext(ctx) })
-		}
+	for _, inf := range c.eager() {
+		wg.Go(func() { inf.RunWithContext(ctx) })
 	}
 	defer wg.Wait()
+	defer c.runUsers(ctx)() // the user informers start on demand (lazyUsers)
 	defer c.dynamic.Shutdown()
 
 	t := time.NewTicker(c.opts.RolloutPoll)
