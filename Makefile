@@ -67,7 +67,7 @@ lint: ## go vet + gofmt check
 	cd deploy/test && GOFLAGS=-mod=mod $(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-run: tools-controlplane tools-helm build ## run the service on the embedded default (local control plane + NATS; gRPC, HTTP and the watcher); ARGS="--way-in all" passes dev flags; Ctrl-C stops
+run: tools-controlplane tools-helm build ## run the service on the embedded default (local control plane + NATS; gRPC :9000, HTTP :8080, ops :8081 and the watcher); ARGS="--way-in all" passes dev flags; Ctrl-C stops
 	$(BIN)/configmap-attacher-dev dev $(ARGS)
 
 demo: tools-controlplane build ## a scripted canary on the embedded default, printed as a timeline; exit 0 only if every step held

@@ -42,7 +42,7 @@ type HTTPOptions struct {
 	// Ops, when set, serves the service's /healthz, /readyz and /metrics on the receiver
 	// too, with the ops listener's own token rules (internal/ops). Deprecated: kept for
 	// one release so that probes and scrapes of the receiver's port keep working while
-	// they move to the ops listener (serve --metrics-addr); removed in 0.4.0.
+	// they move to the ops listener (serve --metrics-addr); removed in 0.5.0.
 	Ops http.Handler
 }
 

@@ -188,7 +188,7 @@ func TestHTTPAnswers(t *testing.T) {
 		assert.Len(t, f.owners(t), 1)
 	})
 
-	t.Run("health, readiness, metrics on the receiver until 0.4.0", func(t *testing.T) {
+	t.Run("health, readiness, metrics on the receiver until 0.5.0", func(t *testing.T) {
 		assert.Equal(t, 200, do(t, mustReq(t, http.MethodGet, ts.URL+"/healthz")).status)
 		assert.Equal(t, 200, do(t, mustReq(t, http.MethodGet, ts.URL+"/readyz")).status)
 		m := do(t, mustReq(t, http.MethodGet, ts.URL+"/metrics"))

@@ -40,7 +40,7 @@ func DefaultListenerFlags() ListenerFlags {
 // AddFlags binds the flags.
 func (f *ListenerFlags) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.GRPCAddr, "grpc-addr", f.GRPCAddr, `Argo Events custom trigger (gRPC) listen address; "-" disables it`)
-	fs.StringVar(&f.HTTPAddr, "http-addr", f.HTTPAddr, `HTTP receiver (CloudEvents, JSON) listen address; "-" disables it (it also serves /healthz, /readyz, /metrics until 0.4.0: use --metrics-addr)`)
+	fs.StringVar(&f.HTTPAddr, "http-addr", f.HTTPAddr, `HTTP receiver (CloudEvents, JSON) listen address; "-" disables it (it also serves /healthz, /readyz, /metrics until 0.5.0: use --metrics-addr)`)
 	fs.StringVar(&f.MetricsAddr, "metrics-addr", f.MetricsAddr, `ops listener (/metrics, /healthz, /readyz, with --pprof /debug/pprof/) listen address; "-" turns it off`)
 	fs.BoolVar(&f.Pprof, "pprof", f.Pprof, "serve Go's runtime profiles (/debug/pprof/) on the ops listener, behind the bearer token (needs --http-token-file)")
 	fs.StringVar(&f.TLSCertFile, "tls-cert-file", f.TLSCertFile, "PEM certificate: serve TLS on both servers (with --tls-key-file)")

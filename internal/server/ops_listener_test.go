@@ -87,7 +87,7 @@ func TestOpsListenerServesProbesWithTheReceiverOff(t *testing.T) {
 }
 
 // For one release the receiver's port still answers the probes and the scrape, with the
-// same rules as the ops listener's (CHANGELOG.md, 0.3.x: deprecated, removed in 0.4.0).
+// same rules as the ops listener's (CHANGELOG.md, 0.4.x: deprecated, removed in 0.5.0).
 func TestReceiverKeepsTheOpsPathsForOneRelease(t *testing.T) {
 	const token = "ops-token"
 	srv := runOps(t, server.Options{GRPCAddr: "-", HTTPAddr: "127.0.0.1:0", HTTPToken: []byte(token)})

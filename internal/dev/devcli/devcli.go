@@ -27,13 +27,14 @@ func Commands() []cli.Command { return []cli.Command{newDevCommand, newDemoComma
 // DevOptions are the flags of `configmap-attacher dev` (make run).
 type DevOptions struct {
 	GRPCAddr, HTTPAddr  string
+	MetricsAddr         string // the ops listener: /healthz, /readyz, /metrics
 	LogLevel, LogFormat string
 	// WayIn is the way ReplicaSet events come in (devenv.Options.WayIn).
 	WayIn string
 }
 
 func newDevCommand(s *cli.Streams) *cobra.Command {
-	o := DevOptions{GRPCAddr: "127.0.0.1:9000", HTTPAddr: "127.0.0.1:8080", LogLevel: "info", LogFormat: "text", WayIn: devenv.WayInWatcher}
+	o := DevOptions{GRPCAddr: "127.0.0.1:9000", HTTPAddr: "127.0.0.1:8080", MetricsAddr: "127.0.0.1:8081", LogLevel: "info", LogFormat: "text", WayIn: devenv.WayInWatcher}
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run the service on the embedded default: a local control plane, NATS JetStream and every ingress path (make run)",
@@ -42,7 +43,7 @@ kube-controller-manager with its garbage collector, kube-scheduler, kwok with on
 Node on which Pods turn Running and Ready, and the Argo Rollouts controller, all built by
 make tools into ./bin), an embedded NATS JetStream server as the EventBus (fed with
 ReplicaSet ADD events in the Argo Events format), and the service with the gRPC custom
-trigger, the HTTP receiver and one way in for ReplicaSet events: the built-in watcher by
+trigger, the HTTP receiver, the ops listener (/healthz, /readyz, /metrics) and one way in for ReplicaSet events: the built-in watcher by
 default, the EventBus subscription with --way-in eventbus, both with --way-in all (each
 ReplicaSet is then handled twice). Ctrl-C stops everything and removes the temporary files.`,
 		Args: cobra.NoArgs,
@@ -51,6 +52,7 @@ ReplicaSet is then handled twice). Ctrl-C stops everything and removes the tempo
 	fs := cmd.Flags()
 	fs.StringVar(&o.GRPCAddr, "grpc-addr", o.GRPCAddr, "gRPC custom trigger listen address")
 	fs.StringVar(&o.HTTPAddr, "http-addr", o.HTTPAddr, "HTTP receiver listen address")
+	fs.StringVar(&o.MetricsAddr, "metrics-addr", o.MetricsAddr, "ops listener (/healthz, /readyz, /metrics) listen address")
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "log level: debug, info, warn, error")
 	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "log format: text or json")
 	fs.StringVar(&o.WayIn, "way-in", o.WayIn, "the way ReplicaSet events come in: watcher, eventbus or all")
@@ -67,7 +69,7 @@ func (o *DevOptions) Run(ctx context.Context, s *cli.Streams) error {
 		return fmt.Errorf("--way-in: %w", err)
 	}
 	progress := func(f string, a ...any) { fmt.Fprintf(s.Err, f+"\n", a...) }
-	env, err := devenv.Start(ctx, devenv.Options{GRPCAddr: o.GRPCAddr, HTTPAddr: o.HTTPAddr, Logger: log, Progress: progress, WayIn: o.WayIn})
+	env, err := devenv.Start(ctx, devenv.Options{GRPCAddr: o.GRPCAddr, HTTPAddr: o.HTTPAddr, MetricsAddr: o.MetricsAddr, Logger: log, Progress: progress, WayIn: o.WayIn})
 	if err != nil {
 		return err
 	}
@@ -79,7 +81,7 @@ func (o *DevOptions) Run(ctx context.Context, s *cli.Streams) error {
 		return err
 	}
 	fmt.Fprint(s.Out, strings.NewReplacer("{kubeconfig}", env.CP.Kubeconfig(), "{grpc}", env.Server.GRPCAddr(),
-		"{http}", env.Server.HTTPAddr(), "{nats}", env.NATS.ClientURL(), "{subject}", devenv.EventSourceName+"."+devenv.EventName,
+		"{http}", env.Server.HTTPAddr(), "{ops}", env.Server.MetricsAddr(), "{nats}", env.NATS.ClientURL(), "{subject}", devenv.EventSourceName+"."+devenv.EventName,
 		"{ca}", env.NATS.CAFile(), "{self}", self, "{plugin}", plugin, "{example}", example, "{wayin}", wayInText(o.WayIn)).Replace(tryIt))
 	err = env.Run(ctx)
 	fmt.Fprintln(s.Err, "stopped; temporary files removed")
@@ -118,7 +120,8 @@ Argo Rollouts controller, kube-scheduler and kwok (one fake Node: Pods turn Runn
   kubeconfig   {kubeconfig}
   way in       {wayin}
   gRPC trigger {grpc}   (Argo Events custom trigger: serverURL)
-  HTTP         http://{http}   (POST / CloudEvents or a ReplicaSet; /healthz /readyz /metrics)
+  HTTP         http://{http}   (POST / CloudEvents or a ReplicaSet)
+  ops          http://{ops}   (/healthz /readyz /metrics)
   EventBus     {nats}   (JetStream stream "default", subject default.{subject}; TLS CA {ca})
 
 Try it from another terminal ({self} and the Argo Rollouts plugin {plugin} are built here):
@@ -135,7 +138,7 @@ Try it from another terminal ({self} and the Argo Rollouts plugin {plugin} are b
   curl -s -X POST http://{http}/ -H 'Content-Type: application/json' \
     -d '{"apiVersion":"apps/v1","kind":"ReplicaSet","metadata":{"namespace":"try-1","name":"'"$rs"'"}}'; echo
                                      # the HTTP receiver: the answer says what was done (already-attached)
-  curl -s http://{http}/metrics | grep '^configmap_attacher_events_total'
+  curl -s http://{ops}/metrics | grep '^configmap_attacher_events_total'
 
 A canary of your own, and the old Job's exact form (a ConfigMap without the opt-in label;
 these steps need kubectl, which this repository does not build):
@@ -231,7 +234,7 @@ func (o *DemoOptions) Run(ctx context.Context, s *cli.Streams) error {
 		return err
 	}
 	progress := func(f string, a ...any) { fmt.Fprintf(s.Err, f+"\n", a...) }
-	env, err := devenv.Start(ctx, devenv.Options{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Logger: log, Progress: progress})
+	env, err := devenv.Start(ctx, devenv.Options{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", Logger: log, Progress: progress})
 	if err != nil {
 		return err
 	}

@@ -39,7 +39,7 @@ func TestDevRunsTheEmbeddedDefault(t *testing.T) {
 	defer cancel()
 	done := make(chan int, 1)
 	go func() {
-		done <- cli.Main(ctx, []string{"dev", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--log-level", "warn"},
+		done <- cli.Main(ctx, []string{"dev", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0", "--log-level", "warn"},
 			cli.Streams{In: strings.NewReader(""), Out: &out, Err: &errOut}, devcli.Commands()...)
 	}()
 	controlplane.Eventually(t, 2*time.Minute, "dev to print its endpoints", func() error {
@@ -62,10 +62,11 @@ func TestDevRunsTheEmbeddedDefault(t *testing.T) {
 	}
 	kubeconfig := regexp.MustCompile(`kubeconfig\s+(\S+)`).FindStringSubmatch(text)[1]
 	httpAddr := regexp.MustCompile(`HTTP\s+(http://\S+)`).FindStringSubmatch(text)[1]
+	opsAddr := regexp.MustCompile(`ops\s+(http://\S+)`).FindStringSubmatch(text)[1]
 	_, err := os.Stat(kubeconfig)
 	require.NoError(t, err)
 	controlplane.Eventually(t, time.Minute, "/readyz to answer 200", func() error {
-		resp, err := http.Get(httpAddr + "/readyz")
+		resp, err := http.Get(opsAddr + "/readyz")
 		if err != nil {
 			return err
 		}
@@ -81,6 +82,16 @@ func TestDevRunsTheEmbeddedDefault(t *testing.T) {
 	})
 	t.Run("the Try it block's status, gc, attach and curl", func(t *testing.T) {
 		tryItCommands(t, kubeconfig, httpAddr)
+	})
+	t.Run("the Try it block's scrape is on the ops listener", func(t *testing.T) {
+		assert.Contains(t, text, "curl -s "+opsAddr+"/metrics")
+		resp, err := http.Get(opsAddr + "/metrics")
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusOK, resp.StatusCode)
+		assert.Contains(t, string(body), "configmap_attacher_events_total")
 	})
 
 	cancel() // Ctrl-C

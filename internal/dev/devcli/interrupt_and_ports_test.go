@@ -20,6 +20,7 @@ import (
 
 	"github.com/configmap-attacher/configmap-attacher/internal/cli"
 	"github.com/configmap-attacher/configmap-attacher/internal/dev/devcli"
+	"github.com/configmap-attacher/configmap-attacher/internal/dev/devenv"
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
 
@@ -79,8 +80,9 @@ func TestSecondRunFailsAtOnceOnATakenPort(t *testing.T) {
 	require.NoError(t, err)
 	defer l.Close()
 	for _, args := range [][]string{
-		{"dev", "--grpc-addr", l.Addr().String(), "--http-addr", "127.0.0.1:0"},
-		{"dev", "--grpc-addr", "127.0.0.1:0", "--http-addr", l.Addr().String()},
+		{"dev", "--grpc-addr", l.Addr().String(), "--http-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0"},
+		{"dev", "--grpc-addr", "127.0.0.1:0", "--http-addr", l.Addr().String(), "--metrics-addr", "127.0.0.1:0"},
+		{"dev", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--metrics-addr", l.Addr().String()},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second) // a bound: a started control plane takes longer
@@ -89,7 +91,7 @@ func TestSecondRunFailsAtOnceOnATakenPort(t *testing.T) {
 			code := cli.Main(ctx, args, cli.Streams{In: strings.NewReader(""), Out: &out, Err: &errOut}, devcli.Commands()...)
 			assert.Equal(t, cli.ExitFailure, code, errOut.String())
 			assert.Contains(t, errOut.String(), l.Addr().String()+" is in use")
-			assert.Contains(t, errOut.String(), `make run ARGS="--grpc-addr 127.0.0.1:0 --http-addr 127.0.0.1:0"`)
+			assert.Contains(t, errOut.String(), `make run ARGS="`+devenv.FreePortsArgs+`"`)
 			assert.NotContains(t, errOut.String(), "starting the local control plane", "nothing started")
 			assert.Empty(t, out.String())
 		})

@@ -30,9 +30,10 @@ import (
 
 // Options configure Start.
 type Options struct {
-	// GRPCAddr and HTTPAddr are the service's listen addresses; defaults 127.0.0.1:9000
-	// and 127.0.0.1:8080 (port 0 picks free ports).
-	GRPCAddr, HTTPAddr string
+	// GRPCAddr, HTTPAddr and MetricsAddr (the ops listener: /healthz, /readyz, /metrics)
+	// are the service's listen addresses; defaults 127.0.0.1:9000, 127.0.0.1:8080 and
+	// 127.0.0.1:8081 (port 0 picks free ports, as tests do).
+	GRPCAddr, HTTPAddr, MetricsAddr string
 	// Logger receives the service's logs.
 	Logger *slog.Logger
 	// Progress receives start-up progress lines; nil means silent.
@@ -85,6 +86,9 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 	if o.HTTPAddr == "" {
 		o.HTTPAddr = "127.0.0.1:8080"
 	}
+	if o.MetricsAddr == "" {
+		o.MetricsAddr = "127.0.0.1:8081"
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -97,7 +101,7 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 	if o.WayIn == "" {
 		o.WayIn = WayInWatcher
 	}
-	if err := portsFree(o.GRPCAddr, o.HTTPAddr); err != nil {
+	if err := portsFree(o.GRPCAddr, o.HTTPAddr, o.MetricsAddr); err != nil {
 		return nil, err
 	}
 	e := &Env{opts: o}
@@ -114,7 +118,7 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 	if e.NATS, err = natsserver.Start(ctx, natsserver.Options{}); err != nil {
 		return nil, err
 	}
-	if e.Server, err = server.New(e.CP.RESTConfig(), server.Options{GRPCAddr: o.GRPCAddr, HTTPAddr: o.HTTPAddr,
+	if e.Server, err = server.New(e.CP.RESTConfig(), server.Options{GRPCAddr: o.GRPCAddr, HTTPAddr: o.HTTPAddr, MetricsAddr: o.MetricsAddr,
 		ClusterName: "in-cluster", Logger: o.Logger, Ingress: e.Ingress()}); err != nil {
 		return nil, err
 	}
@@ -142,6 +146,9 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 	return e, nil
 }
 
+// FreePortsArgs are the dev flags that run a second make run on free ports.
+const FreePortsArgs = "--grpc-addr 127.0.0.1:0 --http-addr 127.0.0.1:0 --metrics-addr 127.0.0.1:0"
+
 // ErrPortTaken means a listen address of the service is in use (a second make run).
 var ErrPortTaken = errors.New("port taken")
 
@@ -153,8 +160,7 @@ func portsFree(addrs ...string) error {
 		l, err := net.Listen("tcp", a)
 		if err != nil {
 			return fmt.Errorf("%w: %s is in use (is another make run running?): %w; stop it, or run this one on free ports: "+
-				"make run ARGS=\"--grpc-addr 127.0.0.1:0 --http-addr 127.0.0.1:0\" "+
-				"(./bin/configmap-attacher-dev dev --grpc-addr 127.0.0.1:0 --http-addr 127.0.0.1:0)", ErrPortTaken, a, err)
+				"make run ARGS=\""+FreePortsArgs+"\" (./bin/configmap-attacher-dev dev "+FreePortsArgs+")", ErrPortTaken, a, err)
 		}
 		if err := l.Close(); err != nil {
 			return err
