@@ -184,8 +184,15 @@ func (w *Watcher) Run(ctx context.Context) error {
 	// The start-up pass begins before the first key is taken: a change the workers
 	// handle before the pass reads the stores is not replayed again.
 	w.lanes.beginPass()
-	workers := make(chan struct{})
-	go func() { defer close(workers); w.runWorkers(ctx, work) }()
+	var wg sync.WaitGroup
+	for i := 0; i < w.opts.Workers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for w.processNext(ctx, work) {
+			}
+		}()
+	}
 	replaying := make(chan struct{})
 	go func() { defer close(replaying); w.replayLoop(ctx) }()
 	defer func() { <-replaying }() // the replay stops with ctx (lanes.waitRoom): Run outlives it
@@ -195,7 +202,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 	w.queue.ShutDown() // with ctx done, workers take no new item (ShutDown alone would hand out the rest)
 	stop := time.AfterFunc(w.opts.StopGrace, cancelWork)
 	defer stop.Stop()
-	<-workers
+	wg.Wait()
 	return nil
 }
 
@@ -304,14 +311,18 @@ func (w *Watcher) add(kind string, obj any, replay bool) bool {
 	return true
 }
 
-// processNext handles the queued key under work; once ctx (Run's) has ended it drops
-// the key. The answer decides: a retryable one is requeued with backoff up
+// processNext handles one queued object under work; once ctx (Run's) has ended it
+// takes no new item. The answer decides: a retryable one is requeued with backoff up
 // to MaxRetries (then given up until the next resync, and counted), any other is done.
-func (w *Watcher) processNext(ctx, work context.Context, key string) {
+func (w *Watcher) processNext(ctx, work context.Context) bool {
+	key, quit := w.queue.Get()
+	if quit {
+		return false
+	}
 	defer w.queue.Done(key)
 	defer w.lanes.replayDone(key)
 	if ctx.Err() != nil {
-		return // stopping: dropped, the watcher is level-triggered (the next start handles it)
+		return false // stopping: dropped, the watcher is level-triggered (the next start handles it)
 	}
 	req, a := w.handle(work, key)
 	w.mu.Lock()
@@ -326,6 +337,7 @@ func (w *Watcher) processNext(ctx, work context.Context, key string) {
 		w.d.GaveUp(req.Path, req.Event, "max-retries", a.Err) // the next resync tries again
 		w.queue.Forget(key)
 	}
+	return true
 }
 
 // handle dispatches the cached object of key (gone or terminating: nothing to do).
