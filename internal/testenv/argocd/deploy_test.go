@@ -45,11 +45,23 @@ func TestAppOfAppsSyncsTheChartAndTheArgoEventsObjects(t *testing.T) {
 		files[k] = v
 	}
 	sha := w.commit("the project's deploy files", files)
-	root := readApp(t, filepath.Join(w.repo.Dir(), "deploy/argocd/app-of-apps.yaml"))
-	if err := acd.Create(w.Ctx, root); err != nil {
+	// The shipped Applications pin the release's tag (v + VERSION), as a release makes it.
+	root, err := controlplane.RepoRoot()
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = acd.Delete(context.Background(), root.GetName()) })
+	version, err := os.ReadFile(filepath.Join(root, "VERSION"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.repo.Tag(w.Ctx, "v"+strings.TrimSpace(string(version))); err != nil {
+		t.Fatal(err)
+	}
+	rootApp := readApp(t, filepath.Join(w.repo.Dir(), "deploy/argocd/app-of-apps.yaml"))
+	if err := acd.Create(w.Ctx, rootApp); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = acd.Delete(context.Background(), rootApp.GetName()) })
 	apps := []string{"configmap-attacher-root", "configmap-attacher-argo-events", "configmap-attacher", "shop-web"}
 	for _, name := range apps {
 		w.waitAppSynced(name, sha)

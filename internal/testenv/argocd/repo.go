@@ -71,6 +71,14 @@ func (r *Repo) Commit(ctx context.Context, msg string, files map[string]string, 
 	return strings.TrimSpace(sha), err
 }
 
+// Tag tags the current commit (a release's tag, which the shipped Applications pin).
+func (r *Repo) Tag(ctx context.Context, name string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, err := r.git(ctx, "tag", "--", name)
+	return err
+}
+
 // path resolves p inside the work tree, refusing paths that leave it.
 func (r *Repo) path(p string) (string, error) {
 	full := filepath.Join(r.dir, p)
