@@ -76,9 +76,12 @@ type Cache struct {
 	// userInfs are the ControllerRevision, StatefulSet, DaemonSet, Job, CronJob and Pod
 	// informers, lean (see Lean) and indexed by the config objects they use.
 	userInfs []toolscache.SharedIndexInformer
-	cmInf    toolscache.SharedIndexInformer
-	secInf   toolscache.SharedIndexInformer
-	synced   []toolscache.InformerSynced
+	users    lazyUsers
+	// workloadInfs are every typed informer (registerPagedInformers): Run runs them.
+	workloadInfs []toolscache.SharedIndexInformer
+	cmInf        toolscache.SharedIndexInformer
+	secInf       toolscache.SharedIndexInformer
+	synced       []toolscache.InformerSynced
 
 	rollouts     atomic.Pointer[toolscache.SharedIndexInformer]
 	rolloutMu    sync.Mutex      // serialises tryStartRollouts
@@ -183,15 +186,15 @@ func (c *Cache) Run(ctx context.Context) error {
 	c.rolloutMu.Lock()
 	c.runDone = ctx.Done()
 	c.rolloutMu.Unlock()
-	c.typed.Start(ctx.Done())
+	// Every informer runs on ctx itself: the factory's Start would run each on a context
+	// made from ctx.Done(), and each such context costs a goroutine of its own for the
+	// life of the informer (docs/design.md, "Per-cluster cost").
 	var wg sync.WaitGroup
-	for _, inf := range []toolscache.SharedIndexInformer{c.cmInf, c.secInf} {
-		if inf != nil {
-			wg.Go(func() { inf.RunWithContext(ctx) })
-		}
+	for _, inf := range c.eager() {
+		wg.Go(func() { inf.RunWithContext(ctx) })
 	}
 	defer wg.Wait()
-	defer c.typed.Shutdown()
+	defer c.runUsers(ctx)() // the user informers start on demand (lazyUsers)
 	defer c.dynamic.Shutdown()
 
 	t := time.NewTicker(c.opts.RolloutPoll)

@@ -240,9 +240,10 @@ func typedListWatches(kc kubernetes.Interface, ns string) []listWatch {
 // it must run before any of them is asked for.
 func (c *Cache) registerPagedInformers(kc kubernetes.Interface) {
 	for _, lw := range typedListWatches(kc, c.opts.Namespace) {
-		c.typed.InformerFor(lw.obj, func(_ kubernetes.Interface, resync time.Duration) toolscache.SharedIndexInformer {
+		inf := c.typed.InformerFor(lw.obj, func(_ kubernetes.Interface, resync time.Duration) toolscache.SharedIndexInformer {
 			return newPagedInformer(lw, &record{}, toRecord, pageSize, resync)
 		})
+		c.workloadInfs = append(c.workloadInfs, inf)
 	}
 }
 

@@ -27,6 +27,9 @@ func (c *Cache) Covers(namespace string) bool { return c.inScope(namespace) }
 // absent within absentCheckEvery (checked now if not). An informer whose namespace index
 // fails makes the answer incomplete (false) too.
 func (c *Cache) Workloads(ctx context.Context, namespace string) ([]any, bool) {
+	if !c.awaitUsers(ctx) { // started with the first sweep (lazyUsers)
+		return nil, false
+	}
 	var out []any
 	for _, inf := range append([]toolscache.SharedIndexInformer{c.rsInf, c.depInf}, c.userInfs...) {
 		objs, err := decodedByNamespace(inf, namespace)

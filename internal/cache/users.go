@@ -71,17 +71,18 @@ func (c *Cache) addUserInformers() error {
 		if err := inf.AddIndexers(toolscache.Indexers{UsesIndex: usesIndexFunc}); err != nil {
 			return fmt.Errorf("cache: uses index: %w", err)
 		}
-		c.synced = append(c.synced, inf.HasSynced)
 	}
+	c.synced = append(c.synced, dep.HasSynced) // the user informers start on demand (lazyUsers)
 	c.rsInf, c.depInf = rs, dep
 	return nil
 }
 
-// Users implements core.Reader from the uses indexes. Before every informer has synced,
-// or for a namespace outside the cache's, it reads live (core.LiveReader.Users): a
-// partial answer could leave a user unprotected.
+// Users implements core.Reader from the uses indexes. Before every informer has synced
+// (the user informers start with the first call: lazyUsers), or for a namespace outside
+// the cache's, it reads live (core.LiveReader.Users): a partial answer could leave a user
+// unprotected.
 func (c *Cache) Users(ctx context.Context, kind core.Kind, namespace, name string) (*core.Users, error) {
-	if !c.inScope(namespace) || !c.HasSynced() {
+	if !c.inScope(namespace) || !c.HasSynced() || !c.usersReady() {
 		c.miss("users")
 		return core.LiveReader{Client: c.clients.Kube, Dynamic: c.clients.Dynamic, Metadata: c.clients.Metadata}.Users(ctx, kind, namespace, name)
 	}

@@ -277,7 +277,7 @@ func (o *AttachOptions) Run(ctx context.Context, s *Streams) error {
 
 	recorder := &kube.SyncRecorder{Client: clients.Kube, Component: kube.UserAgent, Logger: log}
 	att, err := core.NewAttacher(core.Config{Cluster: o.clusterName(),
-		Client: clients.Kube, Reader: core.LiveReader{Client: clients.Kube, Dynamic: clients.Dynamic, Metadata: clients.Metadata},
+		Client: clients.Kube, Metadata: clients.Metadata, Reader: core.LiveReader{Client: clients.Kube, Dynamic: clients.Dynamic, Metadata: clients.Metadata},
 		Recorder: recorder, BlockOwnerDeletion: o.BlockOwnerDeletion, AllowSecrets: opts.IncludeSecrets, Logger: log,
 	})
 	if err != nil {

@@ -296,7 +296,7 @@ func (o *GCOptions) sweep(ctx context.Context, log *slog.Logger, sel labels.Sele
 		defer broadcaster.Shutdown()
 		cfg.Recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "configmap-attacher"})
 		var err error
-		cfg.Attacher, err = core.NewAttacher(core.Config{Cluster: t.name, Client: clients.Kube, Recorder: cfg.Recorder,
+		cfg.Attacher, err = core.NewAttacher(core.Config{Cluster: t.name, Client: clients.Kube, Metadata: clients.Metadata, Recorder: cfg.Recorder,
 			Reader:             core.LiveReader{Client: clients.Kube, Dynamic: clients.Dynamic, Metadata: clients.Metadata},
 			BlockOwnerDeletion: o.BlockOwnerDeletion, AllowSecrets: o.IncludeSecrets, Logger: log})
 		if err != nil {

@@ -198,6 +198,9 @@ func New(opts Options) (*Registry, error) {
 	if opts.Runtime.Logger == nil {
 		opts.Runtime.Logger = log
 	}
+	if opts.Runtime.Startups == nil {
+		opts.Runtime.Startups = NewStartups(0)
+	}
 	if opts.Runtime.RequestTimeout == 0 {
 		opts.Runtime.RequestTimeout = opts.RequestTimeout
 	}

@@ -45,6 +45,9 @@ type RuntimeOptions struct {
 	Watch WatchOptions
 	// GC configures the sweeper; nil: no sweeper.
 	GC *SweepOptions
+	// Startups bounds the clusters listing their caches at once, shared by every
+	// runtime of the replica (the registry's default: NewStartups(0)); nil: no bound.
+	Startups *Startups
 	// Logger receives logs; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -149,7 +152,7 @@ func (rt *Runtime) buildCaches() error {
 func (rt *Runtime) buildCore() error {
 	o, name := rt.opts, rt.Spec.Name
 	var err error
-	rt.Attacher, err = core.NewAttacher(core.Config{Cluster: name, Client: rt.Clients.Kube, Reader: rt.Reader, Recorder: rt.Recorder,
+	rt.Attacher, err = core.NewAttacher(core.Config{Cluster: name, Client: rt.Clients.Kube, Metadata: rt.Clients.Metadata, Reader: rt.Reader, Recorder: rt.Recorder,
 		AllowSecrets: o.AllowSecrets, BlockOwnerDeletion: o.BlockOwnerDeletion, Namespaces: namespacePolicy(o.Namespaces, rt.Spec),
 		Logger: rt.log, Applications: &kube.Applications{Dynamic: rt.Clients.Dynamic}})
 	if err != nil {
@@ -218,6 +221,12 @@ func (rt *Runtime) Run(ctx context.Context) error {
 	rt.life = ctx
 	close(rt.ran)
 	defer rt.stopRecorder()
+	// A start-up slot (RuntimeOptions.Startups) is held until the caches have listed.
+	release, ok := rt.opts.Startups.acquire(ctx)
+	if !ok {
+		return nil // stopped before its start-up
+	}
+	defer release()
 	g, gctx := errgroup.WithContext(ctx)
 	for _, c := range rt.Caches {
 		g.Go(func() error {
@@ -228,7 +237,7 @@ func (rt *Runtime) Run(ctx context.Context) error {
 		})
 	}
 	g.Go(func() error {
-		if err := rt.runParts(gctx); err != nil && gctx.Err() == nil {
+		if err := rt.runParts(gctx, release); err != nil && gctx.Err() == nil {
 			rt.log.Error("cluster work failed", "error", err)
 			return err
 		}
@@ -240,12 +249,13 @@ func (rt *Runtime) Run(ctx context.Context) error {
 }
 
 // runParts waits for the caches, then runs the watchers and the sweeper until ctx ends.
-func (rt *Runtime) runParts(ctx context.Context) error {
+func (rt *Runtime) runParts(ctx context.Context, started func()) error {
 	for _, c := range rt.Caches {
 		if err := c.WaitForSync(ctx); err != nil {
 			return nil // stopping before sync
 		}
 	}
+	started()
 	watchers, err := rt.watchers()
 	if err != nil {
 		return err

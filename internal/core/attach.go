@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 )
 
 // Event is the domain event every ingress path decodes into: "ReplicaSet
@@ -67,6 +68,11 @@ type Config struct {
 	Cluster string
 	// Client performs writes and the live confirmation of the owner.
 	Client kubernetes.Interface
+	// Metadata, when set, performs the live reads and the PATCHes of ConfigMaps and
+	// Secrets, answered as metadata only (PartialObjectMetadata): a Secret's data never
+	// enters the service's memory (docs/design.md, "Per-cluster cost"). Nil: Client,
+	// whose answers carry the data (one-shot paths and unit tests with fake clientsets).
+	Metadata metadata.Interface
 	// Reader serves reads; informer-backed in long-running paths, LiveReader otherwise.
 	Reader Reader
 	// Recorder, when set, receives an Event for every object changed.
@@ -669,6 +675,9 @@ func (a *Attacher) confirmWanted(ctx context.Context, ns string, p pendingWrite,
 }
 
 func (a *Attacher) getMetaLive(ctx context.Context, kind Kind, ns, name string) (*metav1.PartialObjectMetadata, error) {
+	if a.cfg.Metadata != nil {
+		return a.cfg.Metadata.Resource(kind.GVR()).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	}
 	if kind == KindSecret {
 		s, err := a.cfg.Client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -685,6 +694,14 @@ func (a *Attacher) getMetaLive(ctx context.Context, kind Kind, ns, name string) 
 
 func (a *Attacher) patch(ctx context.Context, kind Kind, ns, name string, patch []byte) (*metav1.PartialObjectMetadata, error) {
 	opts := metav1.PatchOptions{FieldManager: FieldManager}
+	if a.cfg.Metadata != nil {
+		m, err := a.cfg.Metadata.Resource(kind.GVR()).Namespace(ns).Patch(ctx, name, types.StrategicMergePatchType, patch, opts)
+		if err != nil {
+			return nil, err
+		}
+		m.TypeMeta, m.ManagedFields = metav1.TypeMeta{}, nil
+		return m, nil
+	}
 	var om metav1.ObjectMeta
 	if kind == KindSecret {
 		s, err := a.cfg.Client.CoreV1().Secrets(ns).Patch(ctx, name, types.StrategicMergePatchType, patch, opts)

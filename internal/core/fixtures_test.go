@@ -529,6 +529,10 @@ func (e *env) cachedAttacherWith(opts cache.Options) (*core.Attacher, *cache.Cac
 		}
 		return nil
 	})
+	// The user informers start with the first read that needs them (docs/design.md,
+	// "Per-cluster cost"): started here (Workloads waits for them), so the requests a test
+	// counts are its attach's own.
+	_, _ = c.Workloads(wctx, e.ns)
 	a, err := core.NewAttacher(core.Config{Cluster: "local", Client: clients.Kube, Reader: c, Logger: testfix.Quiet()})
 	require.NoError(e.t, err)
 	return a, c

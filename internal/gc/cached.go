@@ -96,6 +96,11 @@ func (c CachedSource) Snapshot(ctx context.Context, ns string) (*Snapshot, error
 			}
 		}
 	}
+	if len(s.Revisions) == 0 {
+		// Nothing to keep or delete: the workloads are not read, so that a cluster with no
+		// revision does not start its user informers (docs/design.md, "Per-cluster cost").
+		return s, nil
+	}
 	objs, rollouts := c.Store.Workloads(ctx, ns)
 	if !rollouts {
 		return nil, fmt.Errorf("%w: %w: the workload caches cannot answer completely (Argo Rollouts are being cached)", core.ErrUnavailable, ErrNotSynced)

@@ -40,6 +40,9 @@ func (e *env) startCache(t *testing.T, clients *kube.Clients) *cache.Cache {
 	if err := c.WaitForSync(wctx); err != nil {
 		t.Fatal(err)
 	}
+	// The user informers start with the first sweep (docs/design.md, "Per-cluster cost"):
+	// started here (Workloads waits for them), so the requests counted are the sweep's own.
+	_, _ = c.Workloads(wctx, e.ns)
 	return c
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -77,11 +78,68 @@ func (r *SyncRecorder) log() *slog.Logger {
 // per object: a burst of a thousand new ReplicaSets in a namespace writes EventBurst
 // Events, not a thousand, so that an attach costs its PATCH and no second write
 // (docs/design.md, "Events"). Warnings keep a bucket per object.
+//
+// The broadcaster (two goroutines and two queues of a thousand Events) starts with the
+// first Event: a cluster that never has one to record costs none of it
+// (docs/design.md, "Per-cluster cost"). After the stop function, Events are dropped.
 func NewBroadcastRecorder(client kubernetes.Interface) (record.EventRecorder, func()) {
-	b := record.NewBroadcaster(record.WithCorrelatorOptions(record.CorrelatorOptions{
-		BurstSize: EventBurst, QPS: EventQPS, SpamKeyFunc: EventSpamKey}))
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
-	return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: UserAgent}), b.Shutdown
+	l := &lazyRecorder{start: func() (record.EventRecorder, func()) {
+		b := record.NewBroadcaster(record.WithCorrelatorOptions(record.CorrelatorOptions{
+			BurstSize: EventBurst, QPS: EventQPS, SpamKeyFunc: EventSpamKey}))
+		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+		return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: UserAgent}), b.Shutdown
+	}}
+	return l, l.stop
+}
+
+// lazyRecorder is a record.EventRecorder whose recorder is built by start on first use.
+type lazyRecorder struct {
+	start    func() (record.EventRecorder, func())
+	mu       sync.Mutex
+	rec      record.EventRecorder
+	shutdown func()
+	stopped  bool
+}
+
+// get returns the recorder, built now if need be; nil once stopped.
+func (l *lazyRecorder) get() record.EventRecorder {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stopped {
+		return nil
+	}
+	if l.rec == nil {
+		l.rec, l.shutdown = l.start()
+	}
+	return l.rec
+}
+
+func (l *lazyRecorder) stop() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.stopped = true
+	if l.shutdown != nil {
+		l.shutdown() // flushes the Events queued
+		l.shutdown = nil
+	}
+}
+
+func (l *lazyRecorder) Event(obj runtime.Object, eventtype, reason, message string) {
+	if r := l.get(); r != nil {
+		r.Event(obj, eventtype, reason, message)
+	}
+}
+
+func (l *lazyRecorder) Eventf(obj runtime.Object, eventtype, reason, messageFmt string, args ...interface{}) {
+	if r := l.get(); r != nil {
+		r.Eventf(obj, eventtype, reason, messageFmt, args...)
+	}
+}
+
+func (l *lazyRecorder) AnnotatedEventf(obj runtime.Object, annotations map[string]string, eventtype, reason, messageFmt string, args ...interface{}) {
+	if r := l.get(); r != nil {
+		r.AnnotatedEventf(obj, annotations, eventtype, reason, messageFmt, args...)
+	}
 }
 
 // The spam filter of NewBroadcastRecorder: EventBurst Events at once per bucket, then

@@ -10,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -164,7 +166,12 @@ func clusterFlags() []string {
 // measureClusters starts serve with the first n cluster Secrets and reads it once every
 // cluster is in sync and start-up is done.
 func (e *env) measureClusters(ctx context.Context, n int) (*ClusterPoint, error) {
-	svc, err := e.startService(ctx, fmt.Sprintf("clusters-%d", n), clusterFlags()...)
+	pp, err := controlplane.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	prof := fmt.Sprintf("127.0.0.1:%d", pp)
+	svc, err := e.startService(ctx, fmt.Sprintf("clusters-%d", n), append(clusterFlags(), "--profiling-addr", prof)...)
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +191,26 @@ func (e *env) measureClusters(ctx context.Context, n int) (*ClusterPoint, error)
 		return nil, err
 	}
 	p.Goroutines = int(g)
+	// The goroutines by creator, beside the logs (bench/README.md, "per-cluster cost").
+	if err := saveProfile(ctx, prof, "goroutine?debug=1", filepath.Join(e.logDir, fmt.Sprintf("goroutines-clusters-%d.txt", n))); err != nil {
+		e.cfg.Logf("   clusters: goroutine profile: %v", err)
+	}
 	return p, nil
+}
+
+// saveProfile writes serve's /debug/pprof/<profile> to path.
+func saveProfile(ctx context.Context, addr, profile, path string) error {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/debug/pprof/"+profile, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("profile %s: %w", profile, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("profile %s: %w", profile, err)
+	}
+	return os.WriteFile(path, b, 0o644)
 }
 
 // scrape returns the sum of the samples of name on serve's /metrics.

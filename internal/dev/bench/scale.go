@@ -230,6 +230,10 @@ func (e *env) sweepScale(ctx context.Context, rep *Report) error {
 	if err := c.WaitForSync(ctx); err != nil {
 		return err
 	}
+	// The user informers start with a cluster's first attach or sweep (docs/design.md,
+	// "Per-cluster cost"): started here (Workloads waits for them), so the first sweep's
+	// requests are the sweep's own, as on a cluster that has had work.
+	_, _ = c.Workloads(ctx, nss[0])
 	live := gc.LiveSource{Client: clients.Kube, Dynamic: clients.Dynamic, Metadata: clients.Metadata}
 	newSweeper := func(src gc.Source) (*gc.Sweeper, error) {
 		return gc.NewSweeper(gc.Config{Cluster: "in-cluster", Client: clients.Kube, Metadata: clients.Metadata, Source: src,

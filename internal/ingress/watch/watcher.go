@@ -184,15 +184,8 @@ func (w *Watcher) Run(ctx context.Context) error {
 	// The start-up pass begins before the first key is taken: a change the workers
 	// handle before the pass reads the stores is not replayed again.
 	w.lanes.beginPass()
-	var wg sync.WaitGroup
-	for i := 0; i < w.opts.Workers; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for w.processNext(ctx, work) {
-			}
-		}()
-	}
+	workers := make(chan struct{})
+	go func() { defer close(workers); w.runWorkers(ctx, work) }()
 	replaying := make(chan struct{})
 	go func() { defer close(replaying); w.replayLoop(ctx) }()
 	defer func() { <-replaying }() // the replay stops with ctx (lanes.waitRoom): Run outlives it
@@ -202,7 +195,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 	w.queue.ShutDown() // with ctx done, workers take no new item (ShutDown alone would hand out the rest)
 	stop := time.AfterFunc(w.opts.StopGrace, cancelWork)
 	defer stop.Stop()
-	wg.Wait()
+	<-workers
 	return nil
 }
 
@@ -311,18 +304,14 @@ func (w *Watcher) add(kind string, obj any, replay bool) bool {
 	return true
 }
 
-// processNext handles one queued object under work; once ctx (Run's) has ended it
-// takes no new item. The answer decides: a retryable one is requeued with backoff up
+// processNext handles the queued key under work; once ctx (Run's) has ended it drops
+// the key. The answer decides: a retryable one is requeued with backoff up
 // to MaxRetries (then given up until the next resync, and counted), any other is done.
-func (w *Watcher) processNext(ctx, work context.Context) bool {
-	key, quit := w.queue.Get()
-	if quit {
-		return false
-	}
+func (w *Watcher) processNext(ctx, work context.Context, key string) {
 	defer w.queue.Done(key)
 	defer w.lanes.replayDone(key)
 	if ctx.Err() != nil {
-		return false // stopping: dropped, the watcher is level-triggered (the next start handles it)
+		return // stopping: dropped, the watcher is level-triggered (the next start handles it)
 	}
 	req, a := w.handle(work, key)
 	w.mu.Lock()
@@ -337,7 +326,6 @@ func (w *Watcher) processNext(ctx, work context.Context) bool {
 		w.d.GaveUp(req.Path, req.Event, "max-retries", a.Err) // the next resync tries again
 		w.queue.Forget(key)
 	}
-	return true
 }
 
 // handle dispatches the cached object of key (gone or terminating: nothing to do).

@@ -1,0 +1,94 @@
+package cache
+
+import (
+	"context"
+	"slices"
+	"sync"
+
+	toolscache "k8s.io/client-go/tools/cache"
+)
+
+// lazyUsers starts the user informers (ControllerRevisions, StatefulSets, DaemonSets,
+// Jobs, CronJobs, Pods) with the first read that needs them: a Users answer (an attach)
+// or a sweep's Workloads. An idle cluster, with no event and no revision to sweep, then
+// watches only its ReplicaSets, Deployments, Rollouts and config objects: six watches
+// fewer, about 48 goroutines (docs/design.md, "Per-cluster cost"). Until they have
+// synced, Users reads live (as before any sync: a partial answer could leave a user
+// unprotected) and Workloads waits for them, so nothing is decided on a partial cache.
+type lazyUsers struct {
+	mu      sync.Mutex
+	ctx     context.Context // Run's, nil before Run and once Run is ending
+	started bool
+	wg      sync.WaitGroup
+}
+
+// runUsers lets the user informers start on demand for the life of ctx (Run's), and
+// returns the function that waits for them once ctx has ended.
+func (c *Cache) runUsers(ctx context.Context) (wait func()) {
+	c.users.mu.Lock()
+	c.users.ctx = ctx
+	c.users.mu.Unlock()
+	return func() {
+		c.users.mu.Lock()
+		c.users.ctx = nil // no start after this
+		c.users.mu.Unlock()
+		c.users.wg.Wait()
+	}
+}
+
+// startUsers starts the user informers unless they run already; false when the cache
+// is not running.
+func (c *Cache) startUsers() bool {
+	c.users.mu.Lock()
+	defer c.users.mu.Unlock()
+	if c.users.started {
+		return true
+	}
+	ctx := c.users.ctx
+	if ctx == nil || ctx.Err() != nil {
+		return false
+	}
+	c.users.started = true
+	for _, inf := range c.userInfs {
+		c.users.wg.Go(func() { inf.RunWithContext(ctx) })
+	}
+	c.log.Debug("user informers started")
+	return true
+}
+
+// usersReady starts the user informers if need be and reports whether they have synced.
+func (c *Cache) usersReady() bool {
+	if !c.startUsers() {
+		return false
+	}
+	for _, inf := range c.userInfs {
+		if !inf.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+// awaitUsers starts the user informers if need be and waits until they have synced or
+// ctx ends (false).
+func (c *Cache) awaitUsers(ctx context.Context) bool {
+	if !c.startUsers() {
+		return false
+	}
+	synced := make([]toolscache.InformerSynced, len(c.userInfs))
+	for i, inf := range c.userInfs {
+		synced[i] = inf.HasSynced
+	}
+	return toolscache.WaitForCacheSync(ctx.Done(), synced...)
+}
+
+// eager are the informers Run starts at once: all but the user informers.
+func (c *Cache) eager() []toolscache.SharedIndexInformer {
+	var out []toolscache.SharedIndexInformer
+	for _, inf := range append(slices.Clip(c.workloadInfs), c.cmInf, c.secInf) {
+		if inf != nil && !slices.Contains(c.userInfs, inf) {
+			out = append(out, inf)
+		}
+	}
+	return out
+}
