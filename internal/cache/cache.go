@@ -77,6 +77,9 @@ type Cache struct {
 	// informers, lean (see Lean) and indexed by the config objects they use.
 	userInfs []toolscache.SharedIndexInformer
 	users    lazyUsers
+	// podControllers are the informers of the controllers whose Pods Users may cover,
+	// by group and kind (podControllersCached).
+	podControllers map[schema.GroupKind]toolscache.SharedIndexInformer
 	// workloadInfs are every typed informer (registerPagedInformers): Run runs them.
 	workloadInfs []toolscache.SharedIndexInformer
 	cmInf        toolscache.SharedIndexInformer

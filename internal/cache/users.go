@@ -6,6 +6,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
@@ -55,11 +56,15 @@ func workloadRefIndexFunc(obj any) ([]string, error) {
 // and Deployment ones (which New made), adds the indexes and registers their sync.
 func (c *Cache) addUserInformers() error {
 	apps, batch := c.typed.Apps().V1(), c.typed.Batch().V1()
+	sts, ds, jobs := apps.StatefulSets().Informer(), apps.DaemonSets().Informer(), batch.Jobs().Informer()
 	c.userInfs = []toolscache.SharedIndexInformer{
-		apps.ControllerRevisions().Informer(), apps.StatefulSets().Informer(), apps.DaemonSets().Informer(),
-		batch.Jobs().Informer(), batch.CronJobs().Informer(), c.typed.Core().V1().Pods().Informer(),
+		apps.ControllerRevisions().Informer(), sts, ds, jobs, batch.CronJobs().Informer(), c.typed.Core().V1().Pods().Informer(),
 	}
 	rs, dep := apps.ReplicaSets().Informer(), apps.Deployments().Informer()
+	c.podControllers = map[schema.GroupKind]toolscache.SharedIndexInformer{
+		{Group: "apps", Kind: "ReplicaSet"}: rs, {Group: "apps", Kind: "StatefulSet"}: sts,
+		{Group: "apps", Kind: "DaemonSet"}: ds, {Group: "batch", Kind: "Job"}: jobs,
+	}
 	if err := rs.AddIndexers(toolscache.Indexers{UsesIndex: usesIndexFunc, ControllerIndex: controllerIndexFunc}); err != nil {
 		return fmt.Errorf("cache: ReplicaSet indexes: %w", err)
 	}
@@ -124,7 +129,35 @@ func (c *Cache) Users(ctx context.Context, kind core.Kind, namespace, name strin
 			}
 		}
 	}
+	if !c.podControllersCached(u) {
+		c.miss("users")
+		return core.LiveReader{Client: c.clients.Kube, Dynamic: c.clients.Dynamic, Metadata: c.clients.Metadata}.Users(ctx, kind, namespace, name)
+	}
 	return u, nil
+}
+
+// podControllersCached reports whether the cache holds the controller of every Pod in u
+// that a ReplicaSet, StatefulSet, DaemonSet or Job controls. Each informer has its own
+// watch, and the Pod informer starts later than the ReplicaSet one (lazyUsers) with a
+// fresh list: it can hold a new ReplicaSet's Pods before the ReplicaSet informer holds
+// the ReplicaSet. Such an answer is partial: the Pod would become an owner although its
+// controller covers it (docs/safety.md, "Every user protects a revision"), so Users
+// reads live instead.
+func (c *Cache) podControllersCached(u *core.Users) bool {
+	for _, p := range u.Pods {
+		ref := metav1.GetControllerOfNoCopy(p)
+		if ref == nil {
+			continue
+		}
+		inf := c.podControllers[schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind).GroupKind()]
+		if inf == nil {
+			continue
+		}
+		if m, ok := cached(inf, p.Namespace, ref.Name).(metav1.Object); !ok || m.GetUID() != ref.UID {
+			return false
+		}
+	}
+	return true
 }
 
 // addAll adds to u the decoded objects of idx under index key.

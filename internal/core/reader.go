@@ -96,8 +96,8 @@ func (r LiveReader) ObjectMeta(ctx context.Context, kind Kind, ns, name string) 
 	return r.Metadata.Resource(kind.GVR()).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
 }
 
-// Users implements Reader with one live LIST per kind in the namespace (ReplicaSets,
-// ControllerRevisions, StatefulSets, DaemonSets, Jobs, CronJobs, Pods, Deployments,
+// Users implements Reader with one live LIST per kind in the namespace (Pods first, then
+// ReplicaSets, ControllerRevisions, StatefulSets, DaemonSets, Jobs, CronJobs, Deployments,
 // Rollouts; a missing Rollout CRD means no Rollouts), filtered with Uses.
 func (r LiveReader) Users(ctx context.Context, kind Kind, ns, name string) (*Users, error) {
 	apps, batch, o := r.Client.AppsV1(), r.Client.BatchV1(), metav1.ListOptions{}
@@ -105,13 +105,15 @@ func (r LiveReader) Users(ctx context.Context, kind Kind, ns, name string) (*Use
 		what string
 		list func() (runtime.Object, error)
 	}{
+		// Pods first: a Pod's controller existed before the Pod, so the later lists hold
+		// it (unless it went since) and a Pod its controller covers is never an owner.
+		{"Pods", func() (runtime.Object, error) { return r.Client.CoreV1().Pods(ns).List(ctx, o) }},
 		{"ReplicaSets", func() (runtime.Object, error) { return apps.ReplicaSets(ns).List(ctx, o) }},
 		{"ControllerRevisions", func() (runtime.Object, error) { return apps.ControllerRevisions(ns).List(ctx, o) }},
 		{"StatefulSets", func() (runtime.Object, error) { return apps.StatefulSets(ns).List(ctx, o) }},
 		{"DaemonSets", func() (runtime.Object, error) { return apps.DaemonSets(ns).List(ctx, o) }},
 		{"Jobs", func() (runtime.Object, error) { return batch.Jobs(ns).List(ctx, o) }},
 		{"CronJobs", func() (runtime.Object, error) { return batch.CronJobs(ns).List(ctx, o) }},
-		{"Pods", func() (runtime.Object, error) { return r.Client.CoreV1().Pods(ns).List(ctx, o) }},
 		{"Deployments", func() (runtime.Object, error) { return apps.Deployments(ns).List(ctx, o) }},
 		{"Rollouts", func() (runtime.Object, error) {
 			l, err := r.Dynamic.Resource(RolloutGVR).Namespace(ns).List(ctx, o)
