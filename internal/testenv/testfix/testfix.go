@@ -58,6 +58,16 @@ func CreateNamespace(t testing.TB, kc kubernetes.Interface, ns string) {
 	require.NoError(t, err)
 }
 
+// CreateNamespaceFor creates a namespace named prefix plus a suffix the apiserver picks
+// (so a test may run -count=N on one control plane) and returns its name.
+func CreateNamespaceFor(t testing.TB, kc kubernetes.Interface, prefix string) string {
+	t.Helper()
+	ns, err := kc.CoreV1().Namespaces().Create(context.Background(),
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return ns.Name
+}
+
 // SyncBuffer is a bytes.Buffer safe for concurrent writers and readers (a logger's or a
 // running command's output read while it runs). The zero value is ready to use.
 type SyncBuffer struct {
