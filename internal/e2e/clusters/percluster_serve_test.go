@@ -137,6 +137,22 @@ func (s *breakServe) gcDryRun(t *testing.T, clusterName, ns string) (int, string
 	return resp.StatusCode, string(b)
 }
 
+// warmUsers starts cluster clusterName's on-demand user informers (package cache,
+// lazyUsers) and waits until they have synced, by a dry-run sweep of a namespace of cp
+// holding one revision. A test that counts goroutines takes its baseline after it: that
+// cluster's first attach or sweep later on (the start-up replay of the revisions other
+// tests left on the shared control plane, a periodic sweep) is then no false leak.
+func (s *breakServe) warmUsers(t *testing.T, cp *controlplane.ControlPlane, clusterName string) {
+	t.Helper()
+	ns := uniq("warm-" + clusterName)
+	createNamespace(t, cp, ns)
+	_, err := cp.Client().CoreV1().ConfigMaps(ns).Create(context.Background(), testfix.Revision(ns, "warm"), metav1.CreateOptions{})
+	require.NoError(t, err)
+	if code, body := s.gcDryRun(t, clusterName, ns); code != http.StatusOK {
+		t.Fatalf("dry-run sweep of %s in %s: %d %s", clusterName, ns, code, body)
+	}
+}
+
 // eventBroadcasters counts the running Kubernetes Event broadcasters of this process
 // (one goroutine in watch.(*Broadcaster).loop each).
 func eventBroadcasters() int {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"runtime"
+	"runtime/pprof"
 	"testing"
 	"time"
 
@@ -68,6 +70,8 @@ func TestClusterAddedRemovedAndReAddedLeavesNothingRunning(t *testing.T) {
 		})
 	}
 	cycle(0)
+	s.warmUsers(t, a, "hub")
+	keepGoroutinesOnFailure(t)
 	base := settledGoroutines()
 	const cycles = 5
 	for i := 1; i <= cycles; i++ {
@@ -80,6 +84,23 @@ func TestClusterAddedRemovedAndReAddedLeavesNothingRunning(t *testing.T) {
 			return fmt.Errorf("%d goroutines after %d more add/remove cycles, %d after the first", last, cycles, base)
 		}
 		return nil
+	})
+}
+
+// keepGoroutinesOnFailure writes every goroutine's stack to a file if t fails, and logs
+// where: a test that counts goroutines must show which ones were left.
+func keepGoroutinesOnFailure(t *testing.T) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		f, err := os.CreateTemp("", "cma-goroutines-*.txt")
+		if err != nil {
+			return
+		}
+		defer f.Close()
+		_ = pprof.Lookup("goroutine").WriteTo(f, 1)
+		t.Logf("goroutines at the failure kept in %s", f.Name())
 	})
 }
 

@@ -40,6 +40,8 @@ func TestSecretFlippingBetweenAllowedAndRefusedLeavesNothingRunning(t *testing.T
 		Clusters:        []cluster.Spec{{Name: "hub", Source: cluster.SourceHome, Origin: "test", Config: a.RESTConfig()}},
 		ArgoCDNamespace: argocd, ExecPlugins: allowed, ProbeInterval: 100 * time.Millisecond, ProbeTimeout: time.Second,
 	}, server.Ingress{})
+	s.warmUsers(t, a, "hub")
+	keepGoroutinesOnFailure(t)
 	base := settledGoroutines()
 	server := "https://" + testfix.NewCutProxy(t, strings.TrimPrefix(b.ServerURL(), "https://")).Addr()
 	secrets := a.Client().CoreV1().Secrets(argocd)

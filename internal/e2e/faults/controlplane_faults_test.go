@@ -116,7 +116,13 @@ func testControlPlaneFault(t *testing.T, f controlPlaneFault) {
 		f.name, n, n, caughtUp.Round(time.Millisecond), once, twice, ok, n-first, int(naks-naks0))
 	assert.Equal(t, n, once)
 	assert.Zero(t, twice, "none written twice: %v", owners.twiceWritten())
-	assert.Equal(t, n-first, ok, "one successful PATCH per new ConfigMap")
+	if f.resetsAPIM {
+		// The restarted apiserver counts from zero: the PATCHes the old one served while it
+		// was stopping (the attaches the watch saw before the restart) died with its metrics.
+		assert.LessOrEqual(t, ok, n-whileDown, "at most one successful PATCH per ConfigMap attached after the restart")
+	} else {
+		assert.Equal(t, n-first, ok, "one successful PATCH per new ConfigMap")
+	}
 	assert.Zero(t, owners.deletions(), "nothing deleted")
 	assert.Positive(t, readyCodes[http.StatusServiceUnavailable], "/readyz reported not-ready while %s was down", f.name)
 	controlplane.Eventually(t, 60*time.Second, "/readyz to be 200 again", func() error {
