@@ -150,123 +150,165 @@ func (h *fleetHub) forwarded(t *testing.T, path dispatch.Path) int {
 // cluster Secret added (on B) is owned and one deleted (on A) is dropped within 30 s; an
 // event for the added cluster is attached. Orphans are swept, no used revision deleted.
 func TestAFleetOverTwoControlPlanesAttachesEveryEventOnceWhereverItLands(t *testing.T) {
-	const perPlane = 4
 	fleetRuns++
-	prefix := fmt.Sprintf("planes%d", fleetRuns) // -count=N runs on one control plane A
+	p := newTwoPlaneFleet(t, fmt.Sprintf("planes%d", fleetRuns), 4) // -count=N runs on one control plane A
+	steady := p.steady(t)
+	stream := p.killMidStream(t)
+	late := p.addAndRemoveClusters(t)
+	p.writtenOnce(t, append(append(steady, stream...), late))
+}
+
+// twoPlaneFleet is a fleet whose logical clusters are on the package's control plane (A,
+// the replicas' home) and on one of the test's own (B), with the test's watches, orphans
+// and PATCH counts.
+type twoPlaneFleet struct {
+	*fleetHub
+	planeB   *controlplane.ControlPlane
+	prefix   string
+	names    []string // "in-cluster" and the logical clusters
+	watches  map[string]*ownerWatch
+	orphans  map[string][]string
+	apis     map[*controlplane.ControlPlane]*apiRequests
+	patches0 map[*controlplane.ControlPlane]int
+}
+
+// newTwoPlaneFleet starts control plane B, an EventBus, perPlane clusters on each plane
+// (each with 2 orphans) and 3 replicas without --watch, sweeping, and waits until the
+// ownership has settled.
+func newTwoPlaneFleet(t *testing.T, prefix string, perPlane int) *twoPlaneFleet {
+	t.Helper()
 	b := newBus(t)
-	planeB := controlplane.StartForTest(t, controlplane.Options{Name: "b", SkipCRDs: true})
-	h := newFleetHub(t, b, prefix, 0)
-	h.unwatched = true
-	names := []string{"in-cluster"}
-	watches := map[string]*ownerWatch{}
-	orphans := map[string][]string{}
+	p := &twoPlaneFleet{planeB: controlplane.StartForTest(t, controlplane.Options{Name: "b", SkipCRDs: true}), prefix: prefix,
+		fleetHub: newFleetHub(t, b, prefix, 0), names: []string{"in-cluster"}, watches: map[string]*ownerWatch{},
+		orphans: map[string][]string{}, patches0: map[*controlplane.ControlPlane]int{}}
+	p.unwatched = true
 	for i := range perPlane {
-		for _, plane := range []*controlplane.ControlPlane{cp, planeB} {
-			c := fmt.Sprintf("%s-%s%d", prefix, map[bool]string{true: "a", false: "b"}[plane == cp], i)
-			h.addClusterOn(t, plane, c)
-			names = append(names, c)
-			watches[c] = watchOwners(t, h.client(c), c)
-			orphans[c] = orphanRevisions(t, h.client(c), c, "old", 2)
+		for label, plane := range []*controlplane.ControlPlane{cp, p.planeB} {
+			c := fmt.Sprintf("%s-%s%d", prefix, []string{"a", "b"}[label], i)
+			p.addClusterOn(t, plane, c)
+			p.names = append(p.names, c)
+			p.watches[c] = watchOwners(t, p.client(c), c)
+			p.orphans[c] = orphanRevisions(t, p.client(c), c, "old", 2)
 		}
 	}
-	clusters := names[1:]
 	for _, id := range []string{"r-a", "r-b", "r-c"} {
-		h.start(t, id, prefix, append([]string{"--eventbus-ack-wait", "5s"}, sweepFlags...)...)
+		p.start(t, id, prefix, append([]string{"--eventbus-ack-wait", "5s"}, sweepFlags...)...)
 	}
-	h.settled(t, names, 120*time.Second)
-	apis := map[*controlplane.ControlPlane]*apiRequests{cp: newAPIRequests(t), planeB: apiRequestsOf(t, planeB)}
-	patches0 := map[*controlplane.ControlPlane]int{}
-	for plane, api := range apis {
-		patches0[plane] = api.count(t, "PATCH", "configmaps", "200")
+	p.settled(t, p.names, 120*time.Second)
+	p.apis = map[*controlplane.ControlPlane]*apiRequests{cp: newAPIRequests(t), p.planeB: apiRequestsOf(t, p.planeB)}
+	for plane, api := range p.apis {
+		p.patches0[plane] = api.count(t, "PATCH", "configmaps", "200")
 	}
+	return p
+}
 
-	// Three rounds with the ownership settled: gRPC and HTTP land on non-owners.
-	steady := deliveries(clusters, 0, 1, 2)
-	_, err := h.deliverAll(steady, 0, nil)
+// steady delivers three rounds with the ownership settled: every gRPC and HTTP ADD lands
+// on a non-owner and is forwarded, and so is at least one EventBus message; all are
+// attached and the orphans swept.
+func (p *twoPlaneFleet) steady(t *testing.T) []*delivery {
+	t.Helper()
+	steady := deliveries(p.names[1:], 0, 1, 2)
+	_, err := p.deliverAll(steady, 0, nil)
 	require.NoError(t, err)
 	controlplane.Eventually(t, 60*time.Second, "the first rounds attached, the stream acked", func() error {
-		if err := h.attachedAll(steady); err != nil {
+		if err := p.attachedAll(steady); err != nil {
 			return err
 		}
-		return b.idle()
+		return p.b.idle()
 	})
 	sent := map[dispatch.Path]int{}
 	for _, d := range steady {
 		sent[d.way]++
 	}
 	for _, way := range ways[:2] {
-		assert.GreaterOrEqual(t, h.forwarded(t, way), sent[way], "%s events answered by their cluster's owner", way)
+		assert.GreaterOrEqual(t, p.forwarded(t, way), sent[way], "%s events answered by their cluster's owner", way)
 	}
-	viaBus := h.forwarded(t, dispatch.PathEventBus)
+	viaBus := p.forwarded(t, dispatch.PathEventBus)
 	assert.Positive(t, viaBus, "EventBus messages taken by a replica not owning their cluster, forwarded")
 	t.Logf("steady: %d ADDs (%v), forwarded ok: grpc %d, http %d, eventbus %d of %d", len(steady), sent,
-		h.forwarded(t, dispatch.PathGRPC), h.forwarded(t, dispatch.PathHTTP), viaBus, sent[dispatch.PathEventBus])
+		p.forwarded(t, dispatch.PathGRPC), p.forwarded(t, dispatch.PathHTTP), viaBus, sent[dispatch.PathEventBus])
 	used := usedRevisions(setsOf(steady))
-	controlplane.Eventually(t, 60*time.Second, "the orphans swept", func() error { return sweptAndKept(t, watches, orphans, used) })
+	controlplane.Eventually(t, 60*time.Second, "the orphans swept", func() error { return sweptAndKept(t, p.watches, p.orphans, used) })
+	return steady
+}
 
-	// Two more rounds; the busiest replica SIGKILLed once four ADDs are under way.
-	victim, victimClusters := h.busiest(names)
-	stream := deliveries(clusters, 3, 4)
-	var killed time.Time
+// killMidStream delivers two more rounds and SIGKILLs the busiest replica once four ADDs
+// are under way: its clusters are owned again within 30 s, every ADD is answered ok in
+// the end (retried) and attached.
+func (p *twoPlaneFleet) killMidStream(t *testing.T) []*delivery {
+	t.Helper()
+	victim, victimClusters := p.busiest(p.names)
+	stream := deliveries(p.names[1:], 3, 4)
 	done := make(chan error, 1)
 	var retries int
 	kill := make(chan struct{})
 	go func() {
 		var err error
-		retries, err = h.deliverAll(stream, 4, func() { close(kill) })
+		retries, err = p.deliverAll(stream, 4, func() { close(kill) })
 		done <- err
 	}()
 	<-kill
-	h.replicas[victim].kill()
-	killed = time.Now()
-	controlplane.Eventually(t, 30*time.Second, "the killed replica's clusters owned again", func() error { return h.exactlyOne(names) })
+	p.replicas[victim].kill()
+	killed := time.Now()
+	controlplane.Eventually(t, 30*time.Second, "the killed replica's clusters owned again", func() error { return p.exactlyOne(p.names) })
 	owned := time.Since(killed)
 	require.NoError(t, <-done)
 	controlplane.Eventually(t, 90*time.Second, "every ReplicaSet of the stream attached, the stream acked", func() error {
-		if err := h.attachedAll(stream); err != nil {
+		if err := p.attachedAll(stream); err != nil {
 			return err
 		}
-		return b.idle()
+		return p.b.idle()
 	})
 	t.Logf("SIGKILLed %s (owner of %v) with ADDs under way: owned again after %s; %d ADDs, %d retries by the sender; all attached after %s",
 		victim, victimClusters, owned.Round(100*time.Millisecond), len(stream), retries, time.Since(killed).Round(100*time.Millisecond))
+	return stream
+}
 
-	// A cluster added on B, one removed on A.
-	added, removed := prefix+"-b-new", clusters[0]
+// addAndRemoveClusters adds a cluster Secret on B and deletes one of A: owned and dropped
+// within 30 s; an ADD for the added cluster, sent to a non-owner, is attached.
+func (p *twoPlaneFleet) addAndRemoveClusters(t *testing.T) *delivery {
+	t.Helper()
+	added, removed := p.prefix+"-b-new", p.names[1]
 	changed := time.Now()
-	h.addClusterOn(t, planeB, added)
-	require.NoError(t, h.kc.CoreV1().Secrets(h.secrets).Delete(context.Background(), removed, metav1.DeleteOptions{}))
-	live := append(slices.DeleteFunc(slices.Clone(names), func(c string) bool { return c == removed }), added)
+	p.addClusterOn(t, p.planeB, added)
+	require.NoError(t, p.kc.CoreV1().Secrets(p.secrets).Delete(context.Background(), removed, metav1.DeleteOptions{}))
+	live := append(slices.DeleteFunc(slices.Clone(p.names), func(c string) bool { return c == removed }), added)
 	controlplane.Eventually(t, 30*time.Second, "the added cluster owned, the removed one dropped", func() error {
-		if o := h.owners([]string{removed})[removed]; len(o) > 0 {
+		if o := p.owners([]string{removed})[removed]; len(o) > 0 {
 			return fmt.Errorf("removed cluster %s still run by %v", removed, o)
 		}
-		return h.exactlyOne(live)
+		return p.exactlyOne(live)
 	})
 	t.Logf("cluster %s added and %s removed: settled after %s", added, removed, time.Since(changed).Round(100*time.Millisecond))
-	watches[added] = watchOwners(t, h.client(added), added)
+	p.watches[added] = watchOwners(t, p.client(added), added)
 	late := &delivery{c: added, name: "rs-added", way: dispatch.PathHTTP}
-	_, err = h.deliverAll([]*delivery{late}, 0, nil)
+	_, err := p.deliverAll([]*delivery{late}, 0, nil)
 	require.NoError(t, err)
-	controlplane.Eventually(t, 30*time.Second, "the added cluster's ReplicaSet attached", func() error { return h.attachedAll([]*delivery{late}) })
+	controlplane.Eventually(t, 30*time.Second, "the added cluster's ReplicaSet attached", func() error { return p.attachedAll([]*delivery{late}) })
+	return late
+}
 
-	all := append(append(steady, stream...), late)
-	used = usedRevisions(setsOf(all))
-	require.NoError(t, sweptAndKept(t, watches, orphans, used))
-	onlyOrphansDeleted(t, watches)
-	for c, w := range watches {
+// writtenOnce checks that all was attached with one write each: every used revision's
+// owners changed once, none twice, the successful PATCHes of ConfigMaps on each control
+// plane equal its attaches; and that only orphans were deleted, all of them.
+func (p *twoPlaneFleet) writtenOnce(t *testing.T, all []*delivery) {
+	t.Helper()
+	used := usedRevisions(setsOf(all))
+	require.NoError(t, sweptAndKept(t, p.watches, p.orphans, used))
+	onlyOrphansDeleted(t, p.watches)
+	for c, w := range p.watches {
 		once, twice, _ := w.summary()
 		assert.Zero(t, twice, "cluster %s: ConfigMaps written twice: %v", c, w.twiceWritten())
 		assert.Equal(t, len(used[c]), once, "cluster %s: revisions written once", c)
 	}
-	for plane, api := range apis {
+	for plane, api := range p.apis {
 		attaches := 0
 		for _, d := range all {
-			if h.planes[d.c] == plane {
+			if p.planes[d.c] == plane {
 				attaches++
 			}
 		}
-		patches := api.count(t, "PATCH", "configmaps", "200") - patches0[plane]
+		patches := api.count(t, "PATCH", "configmaps", "200") - p.patches0[plane]
 		t.Logf("control plane %s: %d attaches, %d successful PATCHes of ConfigMaps", plane.Name(), attaches, patches)
 		assert.Equal(t, attaches, patches, "control plane %s: one successful PATCH per attach", plane.Name())
 	}
