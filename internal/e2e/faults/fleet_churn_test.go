@@ -49,13 +49,23 @@ func (s *service) stop() error {
 // a used revision, which no sweep may delete.
 func revisionSet(t *testing.T, kc kubernetes.Interface, ns, name string) *appsv1.ReplicaSet {
 	t.Helper()
-	ctx := context.Background()
-	_, err := kc.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm-" + name,
-		Labels: map[string]string{core.LabelRevision: "true"}}, Data: map[string]string{"k": "v"}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	rs, err := kc.AppsV1().ReplicaSets(ns).Create(ctx, replicaSet(name, "cm-"+name), metav1.CreateOptions{})
+	rs, err := createRevisionSet(context.Background(), kc, ns, name)
 	require.NoError(t, err)
 	return rs
+}
+
+// createRevisionSet is revisionSet for a goroutine: it returns the error.
+func createRevisionSet(ctx context.Context, kc kubernetes.Interface, ns, name string) (*appsv1.ReplicaSet, error) {
+	_, err := kc.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm-" + name,
+		Labels: map[string]string{core.LabelRevision: "true"}}, Data: map[string]string{"k": "v"}}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("revision cm-%s in %s: %w", name, ns, err)
+	}
+	rs, err := kc.AppsV1().ReplicaSets(ns).Create(ctx, replicaSet(name, "cm-"+name), metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("ReplicaSet %s in %s: %w", name, ns, err)
+	}
+	return rs, nil
 }
 
 // orphanRevisions creates n opted-in ConfigMaps PREFIX-i in ns that nothing references:

@@ -3,8 +3,7 @@ package faults_test
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,32 +16,38 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/configmap-attacher/configmap-attacher/eventsource"
-	"github.com/configmap-attacher/configmap-attacher/internal/cluster"
 	"github.com/configmap-attacher/configmap-attacher/internal/event"
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
 )
 
 // fleetHub is a fleet of `serve` processes sharing logical clusters: Argo CD cluster
-// Secrets, each naming the local control plane scoped to a namespace of its own.
+// Secrets, each naming a local control plane (the package's, or another) scoped to a
+// namespace of its own. The Secrets, the Leases and the home namespace are on the
+// package's control plane, the replicas' default cluster.
 type fleetHub struct {
 	kc       kubernetes.Interface
 	secrets  string // namespace of the Argo CD cluster Secrets
 	leases   string // namespace of the fleet's Leases
 	replicas map[string]*service
 	b        *bus
+	planes   map[string]*controlplane.ControlPlane // the control plane of each cluster added
+	// unwatched starts the replicas without --watch: events reach them only through the
+	// ways in (and the revision side), so an attach is the work of an event.
+	unwatched bool
 }
 
 func newFleetHub(t *testing.T, b *bus, prefix string, clusters int) *fleetHub {
 	t.Helper()
 	h := &fleetHub{kc: controlplane.Require(t, cp).Client(), secrets: prefix + "-argocd", leases: prefix + "-leases",
-		replicas: map[string]*service{}, b: b}
+		replicas: map[string]*service{}, b: b, planes: map[string]*controlplane.ControlPlane{}}
 	for _, ns := range []string{h.secrets, h.leases, prefix + "-home"} {
 		newNamespace(t, ns)
 	}
@@ -53,29 +58,40 @@ func newFleetHub(t *testing.T, b *bus, prefix string, clusters int) *fleetHub {
 }
 
 // addCluster creates namespace name and an Argo CD cluster Secret for cluster name
-// scoped to it. Every Secret names the one control plane: their namespaces are
-// disjoint, so each is a logical cluster of its own (duplicate-server refuses only
-// overlapping namespaces, docs/safety.md).
-func (h *fleetHub) addCluster(t *testing.T, name string) {
+// scoped to it, on the package's control plane.
+func (h *fleetHub) addCluster(t *testing.T, name string) { h.addClusterOn(t, cp, name) }
+
+// addClusterOn creates namespace name on plane and an Argo CD cluster Secret for cluster
+// name naming plane, scoped to that namespace. Several Secrets name one control plane:
+// their namespaces are disjoint, so each is a logical cluster of its own
+// (duplicate-server refuses only overlapping namespaces, docs/safety.md).
+func (h *fleetHub) addClusterOn(t *testing.T, plane *controlplane.ControlPlane, name string) {
 	t.Helper()
-	newNamespace(t, name)
-	cfg, _ := json.Marshal(map[string]any{"bearerToken": cp.AdminToken(),
-		"tlsClientConfig": map[string]any{"caData": base64.StdEncoding.EncodeToString(cp.CAData())}})
-	_, err := h.kc.CoreV1().Secrets(h.secrets).Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name,
-		Labels: map[string]string{cluster.ArgoCDSecretTypeLabel: cluster.ArgoCDSecretTypeCluster}},
-		StringData: map[string]string{"name": name, "server": cp.ServerURL(), "config": string(cfg), "namespaces": name}}, metav1.CreateOptions{})
+	createNamespace(t, plane.Client(), name)
+	secret := plane.ArgoCDClusterSecret(name, name)
+	secret.Namespace = h.secrets
+	secret.StringData["namespaces"] = name
+	_, err := h.kc.CoreV1().Secrets(h.secrets).Create(context.Background(), secret, metav1.CreateOptions{})
 	require.NoError(t, err)
+	h.planes[name] = plane
 }
+
+// client returns a client of the control plane of cluster c (added by addClusterOn).
+func (h *fleetHub) client(c string) kubernetes.Interface { return h.planes[c].Client() }
 
 // start starts replica id of the fleet, with extra flags.
 func (h *fleetHub) start(t *testing.T, id, prefix string, extra ...string) *service {
 	t.Helper()
 	port, err := controlplane.FreePort()
 	require.NoError(t, err)
-	s := startService(t, h.b, append([]string{"--log-level", "info", "--watch", "--watch-namespace", prefix + "-home",
+	flags := []string{"--log-level", "info", "--watch-namespace", prefix + "-home",
 		"--argocd-clusters", h.secrets, "--fleet", "--fleet-namespace", h.leases, "--fleet-shards", "8",
 		"--fleet-identity", id, "--fleet-addr", fmt.Sprintf("127.0.0.1:%d", port),
-		"--fleet-lease-duration", "6s", "--fleet-renew-deadline", "4s", "--fleet-retry-period", "1s"}, extra...)...)
+		"--fleet-lease-duration", "6s", "--fleet-renew-deadline", "4s", "--fleet-retry-period", "1s"}
+	if !h.unwatched {
+		flags = append(flags, "--watch")
+	}
+	s := startService(t, h.b, append(flags, extra...)...)
 	h.replicas[id] = s
 	return s
 }
@@ -167,13 +183,27 @@ func (h *fleetHub) live() int {
 // notOwner returns a live replica other than the owner of cluster c.
 func (h *fleetHub) notOwner(t *testing.T, c string) *service {
 	t.Helper()
+	require.Len(t, h.owners([]string{c})[c], 1, "cluster %s", c)
+	s, err := h.pickNotOwner(c, 0)
+	require.NoError(t, err)
+	return s
+}
+
+// pickNotOwner returns the turn-th (modulo) of the live replicas other than the one
+// owner of cluster c, or of all live replicas while c has no live owner (its owner was
+// just killed: a Service would send there too); an error when none is left.
+func (h *fleetHub) pickNotOwner(c string, turn int) (*service, error) {
 	owner := h.owners([]string{c})[c]
-	require.Len(t, owner, 1, "cluster %s", c)
+	if len(owner) > 1 {
+		return nil, fmt.Errorf("cluster %s owned by %v", c, owner)
+	}
+	owner = append(owner, "")
 	ids := make([]string, 0, len(h.replicas))
 	for id := range h.replicas {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
+	var others []*service
 	for _, id := range ids {
 		select {
 		case <-h.replicas[id].done:
@@ -181,11 +211,13 @@ func (h *fleetHub) notOwner(t *testing.T, c string) *service {
 		default:
 		}
 		if id != owner[0] {
-			return h.replicas[id]
+			others = append(others, h.replicas[id])
 		}
 	}
-	t.Fatalf("no replica but %s is alive", owner[0])
-	return nil
+	if len(others) == 0 {
+		return nil, fmt.Errorf("no replica but %q is alive", owner[0])
+	}
+	return others[turn%len(others)], nil
 }
 
 // fleetSet creates ConfigMap cm-NAME and ReplicaSet NAME using it in namespace ns.
@@ -204,24 +236,68 @@ func sendEveryWay(t *testing.T, b *bus, svc *service, c string, sets [3]*appsv1.
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	_, body, err := event.ResourceEvent("replicasets", "replicaset-add", "ADD", sets[0], map[string]string{"cluster": c})
-	require.NoError(t, err)
-	resp, err := http.Post("http://"+svc.httpAddr+"/", "application/cloudevents+json", bytes.NewReader(body))
-	require.NoError(t, err)
+	require.NoError(t, postHTTP(ctx, svc, c, sets[0]))
+	require.NoError(t, executeGRPC(ctx, svc, c, sets[1]))
+	require.NoError(t, publishAdd(ctx, b, c, sets[2]))
+}
+
+// errRetryLater marks an answer a sender retries (HTTP 429/503, gRPC Unavailable,
+// ResourceExhausted, DeadlineExceeded), as an Argo Events Sensor does.
+var errRetryLater = errors.New("answered retry-later")
+
+// postHTTP sends the ADD of rs (cluster c) to svc's HTTP receiver; a refused connection
+// and a retry-later answer wrap errRetryLater.
+func postHTTP(ctx context.Context, svc *service, c string, rs *appsv1.ReplicaSet) error {
+	_, body, err := event.ResourceEvent("replicasets", "replicaset-add", "ADD", rs, map[string]string{"cluster": c})
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+svc.httpAddr+"/", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/cloudevents+json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("HTTP for cluster %s: %w: %w", c, errRetryLater, err)
+	}
 	msg, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode, "HTTP answer for cluster %s: %s", c, msg)
+	switch resp.StatusCode {
+	case http.StatusOK:
+		return nil
+	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
+		return fmt.Errorf("HTTP %d for cluster %s: %w: %s", resp.StatusCode, c, errRetryLater, msg)
+	}
+	return fmt.Errorf("HTTP %d for cluster %s: %s", resp.StatusCode, c, msg)
+}
 
+// executeGRPC sends the ADD of rs (cluster c) to svc's gRPC custom trigger; a retry-later
+// answer (a refused connection is Unavailable) wraps errRetryLater.
+func executeGRPC(ctx context.Context, svc *service, c string, rs *appsv1.ReplicaSet) error {
+	_, body, err := event.ResourceEvent("replicasets", "replicaset-add", "ADD", rs, map[string]string{"cluster": c})
+	if err != nil {
+		return err
+	}
 	conn, err := grpc.NewClient(svc.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
+	if err != nil {
+		return err
+	}
 	defer conn.Close()
-	_, body, err = event.ResourceEvent("replicasets", "replicaset-add", "ADD", sets[1], map[string]string{"cluster": c})
-	require.NoError(t, err)
 	_, err = triggers.NewTriggerClient(conn).Execute(ctx, &triggers.ExecuteRequest{Payload: body})
-	require.NoError(t, err, "gRPC answer for cluster %s", c)
+	switch status.Code(err) {
+	case codes.OK:
+		return nil
+	case codes.Unavailable, codes.ResourceExhausted, codes.DeadlineExceeded:
+		return fmt.Errorf("gRPC for cluster %s: %w: %w", c, errRetryLater, err)
+	}
+	return fmt.Errorf("gRPC for cluster %s: %w", c, err)
+}
 
+// publishAdd publishes the ADD of rs (cluster c) on the EventBus, as an EventSource does.
+func publishAdd(ctx context.Context, b *bus, c string, rs *appsv1.ReplicaSet) error {
 	pub := &eventsource.Publisher{JS: b.js, EventSourceName: "replicasets", EventName: "replicaset-add", Metadata: map[string]string{"cluster": c}}
-	require.NoError(t, pub.Publish(ctx, "ADD", sets[2]))
+	return pub.Publish(ctx, "ADD", rs)
 }
 
 // attachedIn is nil once every ReplicaSet of sets owns its ConfigMap.

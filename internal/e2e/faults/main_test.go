@@ -2,7 +2,8 @@
 // process, a real local control plane (etcd, kube-apiserver, kube-controller-manager) and
 // an embedded NATS JetStream EventBus, with faults injected while events flow: the service
 // SIGKILLed and restarted, NATS restarted, etcd stopped, duplicate/reordered/stale events,
-// and a replay flood. Each test is bounded in time and stops everything it started.
+// and a replay flood. Each test is bounded in time and stops everything it started; the
+// fleet test over two control planes starts its second one itself.
 //
 // Writes are counted twice, independently: the apiserver's own apiserver_request_total
 // (every PATCH that reached it, even a no-op) and a watch on the test's ConfigMaps that
@@ -387,11 +388,14 @@ type apiRequests struct {
 	client     *http.Client
 }
 
-func newAPIRequests(t *testing.T) *apiRequests {
+func newAPIRequests(t *testing.T) *apiRequests { return apiRequestsOf(t, cp) }
+
+// apiRequestsOf reads apiserver_request_total of the control plane plane.
+func apiRequestsOf(t *testing.T, plane *controlplane.ControlPlane) *apiRequests {
 	t.Helper()
 	pool := x509.NewCertPool()
-	require.True(t, pool.AppendCertsFromPEM(cp.CAData()))
-	return &apiRequests{url: cp.ServerURL() + "/metrics", token: cp.AdminToken(), client: &http.Client{Timeout: 30 * time.Second,
+	require.True(t, pool.AppendCertsFromPEM(plane.CAData()))
+	return &apiRequests{url: plane.ServerURL() + "/metrics", token: plane.AdminToken(), client: &http.Client{Timeout: 30 * time.Second,
 		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}}
 }
 
@@ -473,9 +477,15 @@ type workload struct {
 func newNamespace(t *testing.T, name string) (string, kubernetes.Interface) {
 	t.Helper()
 	kc := controlplane.Require(t, cp).Client()
+	createNamespace(t, kc, name)
+	return name, kc
+}
+
+// createNamespace creates namespace name with kc (on any control plane).
+func createNamespace(t *testing.T, kc kubernetes.Interface, name string) {
+	t.Helper()
 	_, err := kc.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	return name, kc
 }
 
 func newWorkload(t *testing.T, ns string, n int) *workload {

@@ -71,3 +71,21 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() er
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// StartForTest starts a control plane of its own for one test (a second cluster beside
+// the package's, say) and stops it when the test ends; it skips t with -short.
+func StartForTest(t testing.TB, opts Options) *ControlPlane {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test: starts a control plane of its own (not with -short)")
+	}
+	if opts.Logf == nil {
+		opts.Logf = t.Logf
+	}
+	c, err := Start(context.Background(), opts)
+	if err != nil {
+		t.Fatalf("starting control plane %q (run `make tools` if binaries are missing): %v", opts.Name, err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	return c
+}
