@@ -158,21 +158,30 @@ func TestServeOperationGC(t *testing.T) {
 		}
 		return out
 	}
-	time.Sleep(1100 * time.Millisecond) // past --gc-min-age
-	var body map[string]any
-	controlplane.Eventually(t, 60*time.Second, "a dry-run gc answer", func() error {
-		code, b := post("operation=gc&dryRun=true")
-		if code != http.StatusOK {
-			return fmt.Errorf("status %d: %v (%s)", code, b, errOut.String())
-		}
-		body = b
-		return nil
-	})
+	// The grace period is judged by the apiserver's clock, which serve estimates from the
+	// Date header of its answers and never ahead of it (kube.ServerClock): up to a second
+	// and an answer's latency behind. So wait for the dry run to find the revision old
+	// enough, rather than a fixed time past --gc-min-age.
+	gcUntil := func(query, want string) map[string]any {
+		var body map[string]any
+		controlplane.Eventually(t, 60*time.Second, query+": "+want, func() error {
+			code, b := post(query)
+			if code != http.StatusOK {
+				return fmt.Errorf("status %d: %v (%s)", code, b, errOut.String())
+			}
+			body = b
+			if got := outcomes(b)["stale-config"]; got != want {
+				return fmt.Errorf("stale-config %s: %v", got, b)
+			}
+			return nil
+		})
+		return body
+	}
+	body := gcUntil("operation=gc&dryRun=true", "would-delete")
 	assert.Equal(t, map[string]string{"stale-config": "would-delete"}, outcomes(body), "%v", body)
 	_, err = kc.CoreV1().ConfigMaps(ns).Get(ctx, "stale-config", metav1.GetOptions{})
 	assert.NoError(t, err, "a dry run deletes nothing")
-	code, body := post("operation=gc")
-	assert.Equal(t, http.StatusOK, code)
+	body = gcUntil("operation=gc", "deleted")
 	assert.Equal(t, map[string]string{"stale-config": "deleted"}, outcomes(body), "%v", body)
 	_, err = kc.CoreV1().ConfigMaps(ns).Get(ctx, "stale-config", metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "the real run deletes what the dry run reported")

@@ -155,10 +155,13 @@ func TestPermanentTooLarge(t *testing.T) {
 			owners[i] = metav1.OwnerReference{APIVersion: "example.com/v1", Kind: "Filler", Name: fmt.Sprintf("filler-%06d", i),
 				UID: types.UID(fmt.Sprintf("00000000-0000-4000-8000-%012d", i))}
 		}
-		_, err := e.kc.CoreV1().ConfigMaps(e.ns).Create(ctx, &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: "big", Labels: map[string]string{core.LabelRevision: "true"}, OwnerReferences: owners},
-			Data:       map[string]string{"blob": strings.Repeat("x", 1<<20-len("blob"))},
-		}, metav1.CreateOptions{})
+		err := retryServerTimeouts(func() error {
+			_, err := e.kc.CoreV1().ConfigMaps(e.ns).Create(ctx, &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Name: "big", Labels: map[string]string{core.LabelRevision: "true"}, OwnerReferences: owners},
+				Data:       map[string]string{"blob": strings.Repeat("x", 1<<20-len("blob"))},
+			}, metav1.CreateOptions{})
+			return err
+		})
 		if err == nil && !keep {
 			require.NoError(t, e.kc.CoreV1().ConfigMaps(e.ns).Delete(ctx, "big", metav1.DeleteOptions{}))
 		}
@@ -180,7 +183,23 @@ func TestPermanentTooLarge(t *testing.T) {
 	t.Logf("the largest storable ConfigMap has 1 MiB of data and %d ownerReferences", lo)
 	require.NoError(t, create(lo, true))
 
-	_, err = e.attacher.Attach(ctx, e.event(rs, core.DefaultOptions()))
+	err = retryServerTimeouts(func() error {
+		_, err := e.attacher.Attach(ctx, e.event(rs, core.DefaultOptions()))
+		return err
+	})
 	requirePermanent(t, err, "ConfigMap "+e.ns+"/big", core.IsPermanent)
 	assert.NotContains(t, ownerUIDs(e.owners(core.KindConfigMap, "big")), rs.UID)
+}
+
+// retryServerTimeouts runs f again while the apiserver answers that it timed out (it did
+// not decide: on a loaded machine a megabyte write can take longer than its request
+// timeout), at most five times, and returns f's last error.
+func retryServerTimeouts(f func() error) error {
+	var err error
+	for range 5 {
+		if err = f(); !apierrors.IsTimeout(err) && !apierrors.IsServerTimeout(err) && !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+	}
+	return err
 }
