@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"time"
 
 	toolscache "k8s.io/client-go/tools/cache"
 )
@@ -19,6 +20,7 @@ type lazyUsers struct {
 	mu      sync.Mutex
 	ctx     context.Context // Run's, nil before Run and once Run is ending
 	started bool
+	since   time.Time // when they started
 	wg      sync.WaitGroup
 }
 
@@ -48,7 +50,7 @@ func (c *Cache) startUsers() bool {
 	if ctx == nil || ctx.Err() != nil {
 		return false
 	}
-	c.users.started = true
+	c.users.started, c.users.since = true, time.Now()
 	for _, inf := range c.userInfs {
 		c.users.wg.Go(func() { inf.RunWithContext(ctx) })
 	}
@@ -69,8 +71,13 @@ func (c *Cache) usersReady() bool {
 	return true
 }
 
-// awaitUsers starts the user informers if need be and waits until they have synced or
-// ctx ends (false).
+// usersSyncWait bounds how long after their start awaitUsers waits for the user
+// informers: a kind whose list never completes (a hung apiserver, RBAC that forbids it)
+// must not hold a sweep, and its namespace's lock, for the life of the cluster.
+var usersSyncWait = 30 * time.Second
+
+// awaitUsers starts the user informers if need be and waits until they have synced, ctx
+// ends or usersSyncWait has passed since they started (false).
 func (c *Cache) awaitUsers(ctx context.Context) bool {
 	if !c.startUsers() {
 		return false
@@ -79,7 +86,12 @@ func (c *Cache) awaitUsers(ctx context.Context) bool {
 	for i, inf := range c.userInfs {
 		synced[i] = inf.HasSynced
 	}
-	return toolscache.WaitForCacheSync(ctx.Done(), synced...)
+	c.users.mu.Lock()
+	deadline := c.users.since.Add(usersSyncWait)
+	c.users.mu.Unlock()
+	wctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	return toolscache.WaitForCacheSync(wctx.Done(), synced...)
 }
 
 // eager are the informers Run starts at once: all but the user informers.

@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
@@ -142,8 +143,16 @@ func (c *Cache) Users(ctx context.Context, kind core.Kind, namespace, name strin
 // fresh list: it can hold a new ReplicaSet's Pods before the ReplicaSet informer holds
 // the ReplicaSet. Such an answer is partial: the Pod would become an owner although its
 // controller covers it (docs/safety.md, "Every user protects a revision"), so Users
-// reads live instead.
+// reads live instead. The same holds when the controller is cached but the answer still
+// makes its Pod an owner: the StatefulSet or DaemonSet informer can hold the previous
+// template, and the ControllerRevision informer not yet the new revision, while the Pod
+// informer holds a Pod of the new template. A live answer (Pods listed first) has both.
 func (c *Cache) podControllersCached(u *core.Users) bool {
+	for _, o := range u.Owners() {
+		if o.Kind == "Pod" && c.controlledPod(u, o.UID) {
+			return false
+		}
+	}
 	for _, p := range u.Pods {
 		ref := metav1.GetControllerOfNoCopy(p)
 		if ref == nil {
@@ -158,6 +167,19 @@ func (c *Cache) podControllersCached(u *core.Users) bool {
 		}
 	}
 	return true
+}
+
+// controlledPod reports whether the Pod of u with uid has a controller of a kind in
+// c.podControllers.
+func (c *Cache) controlledPod(u *core.Users, uid types.UID) bool {
+	for _, p := range u.Pods {
+		if p.UID != uid {
+			continue
+		}
+		ref := metav1.GetControllerOfNoCopy(p)
+		return ref != nil && c.podControllers[schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind).GroupKind()] != nil
+	}
+	return false
 }
 
 // addAll adds to u the decoded objects of idx under index key.

@@ -103,7 +103,7 @@ func (c CachedSource) Snapshot(ctx context.Context, ns string) (*Snapshot, error
 	}
 	objs, rollouts := c.Store.Workloads(ctx, ns)
 	if !rollouts {
-		return nil, fmt.Errorf("%w: %w: the workload caches cannot answer completely (Argo Rollouts are being cached)", core.ErrUnavailable, ErrNotSynced)
+		return nil, fmt.Errorf("%w: %w: the workload caches cannot answer completely (the user informers or Argo Rollouts are still listing)", core.ErrUnavailable, ErrNotSynced)
 	}
 	for _, gk := range WorkloadKinds {
 		s.Listed[gk] = true

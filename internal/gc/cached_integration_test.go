@@ -27,6 +27,19 @@ func (e *env) countedClients(t *testing.T, counter *kube.RequestCounter) *kube.C
 // startCache runs a synced informer cache of the test's namespace on clients.
 func (e *env) startCache(t *testing.T, clients *kube.Clients) *cache.Cache {
 	t.Helper()
+	c := e.startCacheSyncedWithoutUsers(t, clients)
+	// The user informers start with the first sweep (docs/design.md, "Per-cluster cost"):
+	// started here (Workloads waits for them), so the requests counted are the sweep's own.
+	wctx, wcancel := context.WithTimeout(context.Background(), time.Minute)
+	defer wcancel()
+	_, _ = c.Workloads(wctx, e.ns)
+	return c
+}
+
+// startCacheSyncedWithoutUsers runs an informer cache of the test's namespace on
+// clients, synced but for its user informers (not started yet).
+func (e *env) startCacheSyncedWithoutUsers(t *testing.T, clients *kube.Clients) *cache.Cache {
+	t.Helper()
 	c, err := cache.New(clients, cache.Options{Namespace: e.ns, Logger: testfix.Quiet()})
 	if err != nil {
 		t.Fatal(err)
@@ -40,9 +53,6 @@ func (e *env) startCache(t *testing.T, clients *kube.Clients) *cache.Cache {
 	if err := c.WaitForSync(wctx); err != nil {
 		t.Fatal(err)
 	}
-	// The user informers start with the first sweep (docs/design.md, "Per-cluster cost"):
-	// started here (Workloads waits for them), so the requests counted are the sweep's own.
-	_, _ = c.Workloads(wctx, e.ns)
 	return c
 }
 
