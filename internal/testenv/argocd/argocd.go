@@ -16,7 +16,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/configmap-attacher/configmap-attacher/internal/testenv/harnessproc"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -27,6 +26,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/freeport"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/harnessproc"
 )
 
 // Namespace is Argo CD's own namespace (the controller's --namespace).
@@ -63,7 +63,7 @@ type ArgoCD struct {
 	opts  Options
 	kc    kubernetes.Interface
 	dc    dynamic.Interface
-	procs []*harnessproc.Process
+	procs harnessproc.Group
 }
 
 // Start creates Argo CD's objects and starts Redis, the repo-server and the
@@ -76,10 +76,8 @@ func Start(ctx context.Context, opts Options) (_ *ArgoCD, err error) {
 	if opts.Reconciliation == 0 {
 		opts.Reconciliation = 10 * time.Second
 	}
-	for _, b := range Binaries {
-		if _, err := os.Stat(filepath.Join(opts.BinDir, b)); err != nil {
-			return nil, fmt.Errorf("%w (%s not found in %s)", ErrMissingBinaries, b, opts.BinDir)
-		}
+	if err := harnessproc.CheckBinaries(opts.BinDir, Binaries, ErrMissingBinaries); err != nil {
+		return nil, err
 	}
 	a := &ArgoCD{opts: opts}
 	if a.kc, err = kubernetes.NewForConfig(opts.RESTConfig); err != nil {
@@ -110,23 +108,11 @@ func Start(ctx context.Context, opts Options) (_ *ArgoCD, err error) {
 }
 
 // Stop stops every process (SIGTERM, then SIGKILL after 10 s). Safe to call twice.
-func (a *ArgoCD) Stop() {
-	for i := len(a.procs) - 1; i >= 0; i-- {
-		a.procs[i].Stop(10 * time.Second)
-	}
-	a.procs = nil
-}
+func (a *ArgoCD) Stop() { a.procs.Stop(10 * time.Second) }
 
 // LogTail is the last n lines of a process's log: "redis", "repo-server" or
 // "application-controller".
-func (a *ArgoCD) LogTail(name string, n int) string {
-	for _, p := range a.procs {
-		if p.Name() == name {
-			return p.Tail(n)
-		}
-	}
-	return ""
-}
+func (a *ArgoCD) LogTail(name string, n int) string { return a.procs.LogTail(name, n) }
 
 // startProcesses starts Redis, then the repo-server (plain gRPC on loopback, with
 // the scripts its image ships on PATH beside helm and kustomize), then the controller.
@@ -168,24 +154,11 @@ func (a *ArgoCD) startProcesses(ctx context.Context, mod string) error {
 
 // run starts a process and waits until it listens on addr.
 func (a *ArgoCD) run(ctx context.Context, name, addr, bin string, args, env []string) error {
-	p, err := harnessproc.Start(a.opts.Dir, name, bin, args, env)
-	if err != nil {
-		return err
-	}
-	a.procs = append(a.procs, p)
-	return poll(ctx, func() error {
-		if err := p.Exited(); err != nil {
-			return backoffStop{err}
-		}
-		return harnessproc.Listening(addr)
-	})
+	_, err := a.procs.StartReady(ctx, a.opts.Dir, name, bin, args, env, func() error { return harnessproc.Listening(addr) })
+	return err
 }
 
-func (a *ArgoCD) mkdir(name string) string {
-	d := filepath.Join(a.opts.Dir, name)
-	_ = os.MkdirAll(d, 0o700)
-	return d
-}
+func (a *ArgoCD) mkdir(name string) string { return harnessproc.Subdir(a.opts.Dir, name) }
 
 // scriptsDir copies the scripts the repo-server runs from PATH (git-verify-wrapper.sh,
 // always, and git-ask-pass.sh) out of the module's hack folder: files in the module

@@ -18,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/harnessproc"
 )
 
 // Toolchain is the Go toolchain of hack/tools/argocd (argo-cd v3.6 declares go 1.27);
@@ -135,26 +137,8 @@ func readObject(path string) (*unstructured.Unstructured, error) {
 	return &unstructured.Unstructured{Object: m}, nil
 }
 
-// backoffStop ends a poll at once with its error.
-type backoffStop struct{ error }
-
-// poll calls check every 100 ms until it returns nil, a backoffStop, or ctx ends.
+// poll calls check every 100 ms until it returns nil, a harnessproc.StopPolling, or ctx
+// ends.
 func poll(ctx context.Context, check func() error) error {
-	t := time.NewTicker(100 * time.Millisecond)
-	defer t.Stop()
-	for {
-		err := check()
-		if err == nil {
-			return nil
-		}
-		var stop backoffStop
-		if errors.As(err, &stop) {
-			return stop.error
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
-		case <-t.C:
-		}
-	}
+	return harnessproc.Poll(ctx, 100*time.Millisecond, check)
 }

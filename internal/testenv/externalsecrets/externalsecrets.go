@@ -16,7 +16,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/configmap-attacher/configmap-attacher/internal/testenv/harnessproc"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,6 +25,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/freeport"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/harnessproc"
 )
 
 // Binary is the controller binary Start runs, built into the bin folder by
@@ -57,6 +57,7 @@ type Options struct {
 // ESO is a running External Secrets controller.
 type ESO struct {
 	opts    Options
+	procs   harnessproc.Group
 	proc    *harnessproc.Process
 	metrics string
 }
@@ -67,9 +68,8 @@ func Start(ctx context.Context, opts Options) (*ESO, error) {
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
 	}
-	bin := filepath.Join(opts.BinDir, Binary)
-	if _, err := os.Stat(bin); err != nil {
-		return nil, fmt.Errorf("%w (%s not found in %s)", ErrMissingBinary, Binary, opts.BinDir)
+	if err := harnessproc.CheckBinaries(opts.BinDir, []string{Binary}, ErrMissingBinary); err != nil {
+		return nil, err
 	}
 	begin := time.Now()
 	mod, err := ModuleDir(ctx, opts.Root)
@@ -87,15 +87,9 @@ func Start(ctx context.Context, opts Options) (*ESO, error) {
 	e := &ESO{opts: opts, metrics: "127.0.0.1:" + strconv.Itoa(port)}
 	args := []string{"--metrics-addr", e.metrics, "--enable-leader-election=false", "--loglevel", "debug",
 		"--zap-time-encoding", "iso8601", "--concurrent", "2"}
-	if e.proc, err = harnessproc.Start(opts.Dir, "external-secrets", bin, args, []string{"KUBECONFIG=" + opts.Kubeconfig}); err != nil {
-		return nil, err
-	}
-	if err := poll(ctx, func() error {
-		if err := e.proc.Exited(); err != nil {
-			return errStop{err}
-		}
-		return harnessproc.Listening(e.metrics)
-	}); err != nil {
+	e.proc, err = e.procs.StartReady(ctx, opts.Dir, "external-secrets", filepath.Join(opts.BinDir, Binary), args,
+		[]string{"KUBECONFIG=" + opts.Kubeconfig}, func() error { return harnessproc.Listening(e.metrics) })
+	if err != nil {
 		e.Stop()
 		return nil, err
 	}
@@ -104,11 +98,7 @@ func Start(ctx context.Context, opts Options) (*ESO, error) {
 }
 
 // Stop stops the controller (SIGTERM, then SIGKILL after 10 s). Safe to call twice.
-func (e *ESO) Stop() {
-	if e.proc != nil {
-		e.proc.Stop(10 * time.Second)
-	}
-}
+func (e *ESO) Stop() { e.procs.Stop(10 * time.Second) }
 
 // MetricsAddr is the controller's metrics address (host:port).
 func (e *ESO) MetricsAddr() string { return e.metrics }

@@ -16,7 +16,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/configmap-attacher/configmap-attacher/internal/testenv/harnessproc"
 	"net/http"
 	"os"
 	"os/exec"
@@ -32,6 +31,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/freeport"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/harnessproc"
 )
 
 // Namespace is the controllers' own namespace (RUNTIME_NAMESPACE: their leader-election
@@ -74,7 +74,7 @@ type Flux struct {
 	opts  Options
 	kc    kubernetes.Interface
 	dc    dynamic.Interface
-	procs []*harnessproc.Process
+	procs harnessproc.Group
 }
 
 // Start installs the CRDs and the namespace and starts source-controller, then
@@ -84,10 +84,8 @@ func Start(ctx context.Context, opts Options) (_ *Flux, err error) {
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
 	}
-	for _, b := range Binaries {
-		if _, err := os.Stat(filepath.Join(opts.BinDir, b)); err != nil {
-			return nil, fmt.Errorf("%w (%s not found in %s)", ErrMissingBinaries, b, opts.BinDir)
-		}
+	if err := harnessproc.CheckBinaries(opts.BinDir, Binaries, ErrMissingBinaries); err != nil {
+		return nil, err
 	}
 	f := &Flux{opts: opts}
 	if f.kc, err = kubernetes.NewForConfig(opts.RESTConfig); err != nil {
@@ -114,23 +112,11 @@ func Start(ctx context.Context, opts Options) (_ *Flux, err error) {
 }
 
 // Stop stops every process (SIGTERM, then SIGKILL after 10 s). Safe to call twice.
-func (f *Flux) Stop() {
-	for i := len(f.procs) - 1; i >= 0; i-- {
-		f.procs[i].Stop(10 * time.Second)
-	}
-	f.procs = nil
-}
+func (f *Flux) Stop() { f.procs.Stop(10 * time.Second) }
 
 // LogTail is the last n lines of a controller's log: "source-controller" or
 // "kustomize-controller".
-func (f *Flux) LogTail(name string, n int) string {
-	for _, p := range f.procs {
-		if p.Name() == name {
-			return p.Tail(n)
-		}
-	}
-	return ""
-}
+func (f *Flux) LogTail(name string, n int) string { return f.procs.LogTail(name, n) }
 
 // install creates the CRDs of the pinned modules and the controllers' namespace, and
 // waits until the apiserver serves the kinds the tests create.
@@ -212,17 +198,9 @@ func (f *Flux) startProcesses(ctx context.Context) error {
 
 // run starts a controller and waits until its readiness probe on healthAddr answers 200.
 func (f *Flux) run(ctx context.Context, name, healthAddr string, args, env []string) error {
-	p, err := harnessproc.Start(f.opts.Dir, name, filepath.Join(f.opts.BinDir, name), args, env)
-	if err != nil {
-		return err
-	}
-	f.procs = append(f.procs, p)
-	return poll(ctx, func() error {
-		if err := p.Exited(); err != nil {
-			return backoffStop{err}
-		}
-		return ready(ctx, "http://"+healthAddr+"/readyz")
-	})
+	_, err := f.procs.StartReady(ctx, f.opts.Dir, name, filepath.Join(f.opts.BinDir, name), args, env,
+		func() error { return ready(ctx, "http://"+healthAddr+"/readyz") })
+	return err
 }
 
 func ready(ctx context.Context, url string) error {
@@ -241,8 +219,4 @@ func ready(ctx context.Context, url string) error {
 	return nil
 }
 
-func (f *Flux) mkdir(name string) string {
-	d := filepath.Join(f.opts.Dir, name)
-	_ = os.MkdirAll(d, 0o700)
-	return d
-}
+func (f *Flux) mkdir(name string) string { return harnessproc.Subdir(f.opts.Dir, name) }

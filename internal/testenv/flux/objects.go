@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
+
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/harnessproc"
 )
 
 // The Flux kinds the tests create.
@@ -189,26 +191,8 @@ func readObject(path string) (*unstructured.Unstructured, error) {
 	return &unstructured.Unstructured{Object: m}, nil
 }
 
-// backoffStop ends a poll at once with its error.
-type backoffStop struct{ error }
-
-// poll calls check every 100 ms until it returns nil, a backoffStop, or ctx ends.
+// poll calls check every 100 ms until it returns nil, a harnessproc.StopPolling, or ctx
+// ends.
 func poll(ctx context.Context, check func() error) error {
-	t := time.NewTicker(100 * time.Millisecond)
-	defer t.Stop()
-	for {
-		err := check()
-		if err == nil {
-			return nil
-		}
-		var stop backoffStop
-		if errors.As(err, &stop) {
-			return stop.error
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
-		case <-t.C:
-		}
-	}
+	return harnessproc.Poll(ctx, 100*time.Millisecond, check)
 }
