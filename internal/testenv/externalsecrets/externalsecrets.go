@@ -11,19 +11,16 @@
 package externalsecrets
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"time"
 
 	"k8s.io/client-go/rest"
 
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/freeport"
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/harnessproc"
 )
@@ -115,21 +112,5 @@ func (e *ESO) LogTail(n int) string { return e.proc.Tail(n) }
 // ModuleDir returns the module-cache folder of the module hack/tools/eso pins,
 // downloading (and checksum-verifying against its go.sum) it if needed.
 func ModuleDir(ctx context.Context, root string) (string, error) {
-	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", Module)
-	cmd.Dir = filepath.Join(root, "hack", "tools", "eso")
-	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("go mod download %s: %w: %s%s", Module, err, stderr.String(), out)
-	}
-	var info struct{ Dir, Error string }
-	if err := json.Unmarshal(out, &info); err != nil {
-		return "", fmt.Errorf("go mod download %s: %w", Module, err)
-	}
-	if info.Error != "" || info.Dir == "" {
-		return "", fmt.Errorf("go mod download %s: %s", Module, info.Error)
-	}
-	return info.Dir, nil
+	return controlplane.ModuleDirAt(ctx, filepath.Join(root, "hack", "tools", "eso"), Module)
 }

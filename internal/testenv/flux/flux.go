@@ -11,14 +11,10 @@
 package flux
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -30,6 +26,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/freeport"
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/harnessproc"
 )
@@ -134,46 +131,15 @@ func (f *Flux) install(ctx context.Context) error {
 }
 
 func (f *Flux) installCRDs(ctx context.Context, src crdSource) error {
-	mod, err := moduleDir(ctx, filepath.Join(f.opts.Root, "hack", "tools", src.tools), src.module)
+	mod, err := controlplane.ModuleDirAt(ctx, filepath.Join(f.opts.Root, "hack", "tools", src.tools), src.module)
 	if err != nil {
 		return err
 	}
-	files, err := filepath.Glob(filepath.Join(mod, src.dir, "*.yaml"))
-	if err != nil || len(files) == 0 {
+	crds, err := controlplane.CRDsIn(filepath.Join(mod, src.dir), "*.yaml")
+	if err != nil || len(crds) == 0 {
 		return fmt.Errorf("no CRDs in %s/%s (%v)", mod, src.dir, err)
 	}
-	for _, file := range files {
-		crd, err := readObject(file)
-		if err != nil {
-			return err
-		}
-		if _, err := f.dc.Resource(crdGVR).Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("CRD %s: %w", crd.GetName(), err)
-		}
-	}
-	return nil
-}
-
-// moduleDir returns the module-cache folder of module as the tools module in dir pins it,
-// downloading (and checksum-verifying against that go.sum) it if needed.
-func moduleDir(ctx context.Context, dir, module string) (string, error) {
-	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", module)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("go mod download %s: %w: %s%s", module, err, stderr.String(), out)
-	}
-	var info struct{ Dir, Error string }
-	if err := json.Unmarshal(out, &info); err != nil {
-		return "", fmt.Errorf("go mod download %s: %w", module, err)
-	}
-	if info.Error != "" || info.Dir == "" {
-		return "", fmt.Errorf("go mod download %s: %s", module, info.Error)
-	}
-	return info.Dir, nil
+	return controlplane.CreateCRDs(ctx, f.dc, crds)
 }
 
 // startProcesses starts source-controller (its artifact server on a loopback port it

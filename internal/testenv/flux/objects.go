@@ -2,10 +2,7 @@ package flux
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -13,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/harnessproc"
@@ -23,7 +19,6 @@ import (
 var (
 	GitRepositoryGVR = schema.GroupVersionResource{Group: "source.toolkit.fluxcd.io", Version: "v1", Resource: "gitrepositories"}
 	KustomizationGVR = schema.GroupVersionResource{Group: "kustomize.toolkit.fluxcd.io", Version: "v1", Resource: "kustomizations"}
-	crdGVR           = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 )
 
 // ReconcileAnnotation asks a Flux object for a reconcile now, as `flux reconcile` does:
@@ -176,19 +171,6 @@ func waitServed(ctx context.Context, dc dynamic.Interface) error {
 		}
 	}
 	return nil
-}
-
-func readObject(path string) (*unstructured.Unstructured, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var m map[string]any
-	if err := utilyaml.NewYAMLOrJSONDecoder(f, 64*1024).Decode(&m); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return &unstructured.Unstructured{Object: m}, nil
 }
 
 // poll calls check every 100 ms until it returns nil, a harnessproc.StopPolling, or ctx
