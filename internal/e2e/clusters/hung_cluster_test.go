@@ -16,7 +16,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/configmap-attacher/configmap-attacher/internal/cluster"
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/server"
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
@@ -106,29 +105,18 @@ func (p *blackhole) url() string { return "https://" + p.lis.Addr().String() }
 // Secret is deleted; the registry must go on processing Argo CD Secrets: a cluster
 // added next is served promptly, and serve still stops promptly.
 func TestPartitionedArgoCDClusterIsRemovedPromptly(t *testing.T) {
-	a, b := planes()
-	if a == nil {
-		t.Skip("integration test: needs two local control planes (not started with -short)")
-	}
+	a, b := newRun(t)
 	ctx := context.Background()
-	breakRun.Add(1)
-	ns, argocd := uniq("break-hung"), uniq("break-hung-argocd")
-	createNamespace(t, a, argocd)
-	createNamespace(t, b, ns)
+	ns, argocd := namespace(t, b, "break-hung"), namespace(t, a, "break-hung-argocd")
 	u, err := url.Parse(b.ServerURL())
 	require.NoError(t, err)
 	proxy := startBlackhole(t, u.Host)
 
-	s := startBreakServe(t, cluster.Options{
-		Clusters:        []cluster.Spec{{Name: "hub", Source: cluster.SourceHome, Origin: "test", Config: a.RESTConfig()}},
-		ArgoCDNamespace: argocd,
-	}, server.Ingress{Watch: true, WatchResync: 500 * time.Millisecond})
+	s := startBreakServe(t, hubOptions(a, argocd), server.Ingress{Watch: true, WatchResync: 500 * time.Millisecond})
 	secrets := a.Client().CoreV1().Secrets(argocd)
-	hung := b.ArgoCDClusterSecret("hung", "hung")
-	hung.Namespace = argocd
+	hung := clusterSecret(b, argocd, "hung", "hung")
 	hung.StringData["server"] = proxy.url()
-	_, err = secrets.Create(ctx, hung, metav1.CreateOptions{})
-	require.NoError(t, err)
+	createSecret(t, a, hung)
 
 	// ReplicaSets naming a ConfigMap that does not exist: every resync makes the watcher
 	// read it live (a cache miss).
@@ -155,10 +143,8 @@ func TestPartitionedArgoCDClusterIsRemovedPromptly(t *testing.T) {
 	proxy.dead.Store(true)
 	time.Sleep(2 * time.Second) // the next resyncs hang in live reads
 	require.NoError(t, secrets.Delete(ctx, "hung", metav1.DeleteOptions{}))
-	next := b.ArgoCDClusterSecret("next", "next")
-	next.Namespace = argocd
-	_, err = secrets.Create(ctx, next, metav1.CreateOptions{})
-	require.NoError(t, err)
+	next := clusterSecret(b, argocd, "next", "next")
+	createSecret(t, a, next)
 	start := time.Now()
 	controlplane.Eventually(t, 20*time.Second, "the next Argo CD cluster served", func() error {
 		if code, body := s.gcDryRun(t, "next", ns); code != 200 {
