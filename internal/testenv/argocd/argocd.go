@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/freeport"
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/harnessproc"
 )
@@ -80,10 +81,7 @@ func Start(ctx context.Context, opts Options) (_ *ArgoCD, err error) {
 		return nil, err
 	}
 	a := &ArgoCD{opts: opts}
-	if a.kc, err = kubernetes.NewForConfig(opts.RESTConfig); err != nil {
-		return nil, err
-	}
-	if a.dc, err = dynamic.NewForConfig(opts.RESTConfig); err != nil {
+	if a.kc, a.dc, err = controlplane.NewClients(opts.RESTConfig); err != nil {
 		return nil, err
 	}
 	defer func() {

@@ -85,15 +85,8 @@ func (a *ArgoCD) installCRDs(ctx context.Context, mod string) error {
 	if err := controlplane.CreateCRDs(ctx, a.dc, crds); err != nil {
 		return err
 	}
-	for _, gvr := range []schema.GroupVersionResource{ApplicationGVR, AppProjectGVR} {
-		if err := poll(ctx, func() error {
-			_, err := a.dc.Resource(gvr).Namespace(Namespace).List(ctx, metav1.ListOptions{Limit: 1})
-			return err
-		}); err != nil {
-			return fmt.Errorf("waiting for %s: %w", gvr.Resource, err)
-		}
-	}
-	return nil
+	return controlplane.WaitServed(ctx, a.dc, Namespace, func(check func() error) error { return poll(ctx, check) },
+		ApplicationGVR, AppProjectGVR)
 }
 
 // poll calls check every 100 ms until it returns nil, a harnessproc.StopPolling, or ctx

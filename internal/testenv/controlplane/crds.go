@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 )
 
 var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
@@ -203,16 +205,37 @@ func (cp *ControlPlane) installCRDs(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := InstallCRDs(ctx, dc, crds, func(check func() error) error { return cp.poll(ctx, "kube-apiserver", check) }); err != nil {
+	wait := func(check func() error) error { return cp.poll(ctx, "kube-apiserver", check) }
+	if err := InstallCRDs(ctx, dc, crds, wait); err != nil {
 		return err
 	}
 	// Discovery must list the new resources before clients (and the garbage
 	// collector) can use them.
-	return cp.poll(ctx, "kube-apiserver", func() error {
-		_, err := dc.Resource(schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "rollouts"}).
-			Namespace("default").List(ctx, metav1.ListOptions{Limit: 1})
-		return err
-	})
+	return WaitServed(ctx, dc, "default", wait, schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "rollouts"})
+}
+
+// WaitServed waits (wait polling the check until it returns nil) until the apiserver
+// lists each of gvrs in namespace ns: once discovery has the kinds of new CRDs.
+func WaitServed(ctx context.Context, dc dynamic.Interface, ns string, wait func(check func() error) error, gvrs ...schema.GroupVersionResource) error {
+	for _, gvr := range gvrs {
+		if err := wait(func() error {
+			_, err := dc.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{Limit: 1})
+			return err
+		}); err != nil {
+			return fmt.Errorf("waiting for %s: %w", gvr.Resource, err)
+		}
+	}
+	return nil
+}
+
+// NewClients are the typed and the dynamic client of cfg.
+func NewClients(cfg *rest.Config) (kubernetes.Interface, dynamic.Interface, error) {
+	kc, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	dc, err := dynamic.NewForConfig(cfg)
+	return kc, dc, err
 }
 
 func (cp *ControlPlane) waitDefaultServiceAccount(ctx context.Context) error {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
@@ -39,11 +38,9 @@ func installCRDs(ctx context.Context, cfg *rest.Config, mod string) error {
 	if err != nil {
 		return err
 	}
-	if err := controlplane.InstallCRDs(ctx, dc, crds, func(check func() error) error { return poll(ctx, check) }); err != nil {
+	wait := func(check func() error) error { return poll(ctx, check) }
+	if err := controlplane.InstallCRDs(ctx, dc, crds, wait); err != nil {
 		return err
 	}
-	return poll(ctx, func() error {
-		_, err := dc.Resource(ExternalSecretGVR).Namespace("default").List(ctx, metav1.ListOptions{Limit: 1})
-		return err
-	})
+	return controlplane.WaitServed(ctx, dc, "default", wait, ExternalSecretGVR)
 }

@@ -85,10 +85,7 @@ func Start(ctx context.Context, opts Options) (_ *Flux, err error) {
 		return nil, err
 	}
 	f := &Flux{opts: opts}
-	if f.kc, err = kubernetes.NewForConfig(opts.RESTConfig); err != nil {
-		return nil, err
-	}
-	if f.dc, err = dynamic.NewForConfig(opts.RESTConfig); err != nil {
+	if f.kc, f.dc, err = controlplane.NewClients(opts.RESTConfig); err != nil {
 		return nil, err
 	}
 	defer func() {

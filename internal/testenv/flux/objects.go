@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/harnessproc"
 )
 
@@ -162,15 +163,8 @@ func (s Status) InventoryNames(ns, kind, prefix string) []string {
 
 // waitServed waits until the apiserver serves the kinds the tests create.
 func waitServed(ctx context.Context, dc dynamic.Interface) error {
-	for _, gvr := range []schema.GroupVersionResource{GitRepositoryGVR, KustomizationGVR} {
-		if err := poll(ctx, func() error {
-			_, err := dc.Resource(gvr).Namespace(Namespace).List(ctx, metav1.ListOptions{Limit: 1})
-			return err
-		}); err != nil {
-			return fmt.Errorf("waiting for %s: %w", gvr.Resource, err)
-		}
-	}
-	return nil
+	return controlplane.WaitServed(ctx, dc, Namespace, func(check func() error) error { return poll(ctx, check) },
+		GitRepositoryGVR, KustomizationGVR)
 }
 
 // poll calls check every 100 ms until it returns nil, a harnessproc.StopPolling, or ctx
