@@ -23,7 +23,6 @@ import (
 
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/freeport"
@@ -39,24 +38,14 @@ var Binaries = []string{"argocd", "redis", "helm", "kustomize"}
 // ErrMissingBinaries means the Argo CD binaries are not built: run `make tools`.
 var ErrMissingBinaries = errors.New("argo CD binaries missing: run `make tools`")
 
-// Options configures Start.
+// Options configures Start. Site's Kubeconfig is the controller's --kubeconfig
+// (https://kubernetes.default.svc goes through it), its Dir holds the logs, the TLS and
+// SSH data and the PATH folder, its Root the tools module hack/tools/argocd pinning the
+// argo-cd module, and its BinDir Binaries.
 type Options struct {
-	// Kubeconfig is an admin kubeconfig of the cluster (the controller's --kubeconfig;
-	// https://kubernetes.default.svc goes through it).
-	Kubeconfig string
-	// RESTConfig is the same cluster, for creating Argo CD's own objects.
-	RESTConfig *rest.Config
-	// BinDir holds Binaries.
-	BinDir string
-	// Dir is the working directory (logs, TLS and SSH data, the PATH folder); it must
-	// exist and outlive Stop.
-	Dir string
-	// Root is the repository root (hack/tools/argocd pins the argo-cd module).
-	Root string
+	controlplane.Site
 	// Reconciliation is argocd-cm's timeout.reconciliation (default 10s).
 	Reconciliation time.Duration
-	// Logf receives progress lines; nil means silent.
-	Logf func(format string, args ...any)
 }
 
 // ArgoCD is a running Argo CD (controller, repo-server, Redis).

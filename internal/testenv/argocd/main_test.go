@@ -52,11 +52,9 @@ func startAll(logf func(string, ...any)) (*controlplane.ControlPlane, *argocd.Ar
 	defer cancel()
 	var a *argocd.ArgoCD
 	c, stop, err := controlplane.StartBeside(ctx, controlplane.Options{Name: "argocd", Workloads: true, Logf: logf}, "cma-argocd-",
-		func(c *controlplane.ControlPlane, dir, root string) (func(), error) {
+		func(site controlplane.Site) (func(), error) {
 			var err error
-			a, err = argocd.Start(ctx, argocd.Options{Kubeconfig: c.Kubeconfig(), RESTConfig: c.RESTConfig(),
-				BinDir: c.BinDir(), Dir: dir, Root: root, Logf: logf})
-			if err != nil {
+			if a, err = argocd.Start(ctx, argocd.Options{Site: site}); err != nil {
 				return nil, err
 			}
 			return a.Stop, nil

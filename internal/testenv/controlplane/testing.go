@@ -76,12 +76,12 @@ func VerboseLogf(format string, args ...any) {
 }
 
 // StartBeside starts a control plane with opts and a working folder of its own (named
-// by dirPattern, as os.MkdirTemp does), then start, which starts a component beside them
-// (Argo CD, Flux, External Secrets) and returns what stops it. The returned stop stops
-// the component and the control plane and removes the folder; on error all that was
-// started is undone.
+// by dirPattern, as os.MkdirTemp does), then start, which starts a component (Argo CD,
+// Flux, External Secrets) at that Site (logging to opts.Logf) and returns what stops it.
+// The returned stop stops the component and the control plane and removes the folder;
+// on error all that was started is undone.
 func StartBeside(ctx context.Context, opts Options, dirPattern string,
-	start func(cp *ControlPlane, dir, root string) (stop func(), err error)) (_ *ControlPlane, stop func(), err error) {
+	start func(site Site) (stop func(), err error)) (_ *ControlPlane, stop func(), err error) {
 	cp, err := Start(ctx, opts)
 	if err != nil {
 		return nil, nil, err
@@ -102,7 +102,7 @@ func StartBeside(ctx context.Context, opts Options, dirPattern string,
 	if err != nil {
 		return nil, nil, err
 	}
-	stopComponent, err := start(cp, dir, root)
+	stopComponent, err := start(cp.Site(dir, root, opts.Logf))
 	if err != nil {
 		return nil, nil, err
 	}

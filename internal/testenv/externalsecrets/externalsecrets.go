@@ -18,8 +18,6 @@ import (
 	"strconv"
 	"time"
 
-	"k8s.io/client-go/rest"
-
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/freeport"
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/harnessproc"
@@ -35,20 +33,11 @@ const Module = "github.com/external-secrets/external-secrets"
 // ErrMissingBinary means the controller is not built: run `hack/tools/build.sh external-secrets`.
 var ErrMissingBinary = errors.New("external-secrets binary missing: run `hack/tools/build.sh external-secrets`")
 
-// Options configures Start.
+// Options configures Start. Site's Kubeconfig is the controller's KUBECONFIG, its Dir
+// holds the log, its Root the tools module hack/tools/eso pinning the module, and its
+// BinDir Binary.
 type Options struct {
-	// Kubeconfig is an admin kubeconfig of the cluster (the controller's KUBECONFIG).
-	Kubeconfig string
-	// RESTConfig is the same cluster, for installing the CRDs.
-	RESTConfig *rest.Config
-	// BinDir holds Binary.
-	BinDir string
-	// Dir is the working directory (the log); it must exist and outlive Stop.
-	Dir string
-	// Root is the repository root (hack/tools/eso pins the module).
-	Root string
-	// Logf receives progress lines; nil means silent.
-	Logf func(format string, args ...any)
+	controlplane.Site
 }
 
 // ESO is a running External Secrets controller.

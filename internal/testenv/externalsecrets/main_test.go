@@ -60,11 +60,9 @@ func startAll(logf func(string, ...any)) (*controlplane.ControlPlane, *externals
 	defer cancel()
 	var e *externalsecrets.ESO
 	c, stop, err := controlplane.StartBeside(ctx, controlplane.Options{Name: "eso", Workloads: workloadsBuilt(), Logf: logf}, "cma-eso-",
-		func(c *controlplane.ControlPlane, dir, root string) (func(), error) {
+		func(site controlplane.Site) (func(), error) {
 			var err error
-			e, err = externalsecrets.Start(ctx, externalsecrets.Options{Kubeconfig: c.Kubeconfig(), RESTConfig: c.RESTConfig(),
-				BinDir: c.BinDir(), Dir: dir, Root: root, Logf: logf})
-			if err != nil {
+			if e, err = externalsecrets.Start(ctx, externalsecrets.Options{Site: site}); err != nil {
 				return nil, err
 			}
 			return e.Stop, nil

@@ -24,7 +24,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/freeport"
@@ -50,20 +49,11 @@ var crdSources = []crdSource{
 	{tools: "flux-kustomize", module: "github.com/fluxcd/kustomize-controller", dir: "config/crd/bases"},
 }
 
-// Options configures Start.
+// Options configures Start. Site's Kubeconfig is the controllers' $KUBECONFIG, its Dir
+// holds the logs and the artifact storage, its Root the tools modules hack/tools/flux-*
+// pinning the Flux modules, and its BinDir Binaries.
 type Options struct {
-	// Kubeconfig is an admin kubeconfig of the cluster (the controllers' $KUBECONFIG).
-	Kubeconfig string
-	// RESTConfig is the same cluster, for creating Flux's own objects.
-	RESTConfig *rest.Config
-	// BinDir holds Binaries.
-	BinDir string
-	// Dir is the working directory (logs, artifact storage); it must exist and outlive Stop.
-	Dir string
-	// Root is the repository root (hack/tools/flux-* pin the Flux modules).
-	Root string
-	// Logf receives progress lines; nil means silent.
-	Logf func(format string, args ...any)
+	controlplane.Site
 }
 
 // Flux is a running source-controller and kustomize-controller.

@@ -54,13 +54,12 @@ func startAll(logf func(string, ...any)) (func(), error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	c, stop, err := controlplane.StartBeside(ctx, controlplane.Options{Name: "flux", Workloads: true, Logf: logf}, "cma-flux-",
-		func(c *controlplane.ControlPlane, dir, root string) (func(), error) {
-			gitDir := filepath.Join(dir, "git")
+		func(site controlplane.Site) (func(), error) {
+			gitDir := filepath.Join(site.Dir, "git")
 			if err := os.MkdirAll(gitDir, 0o700); err != nil {
 				return nil, err
 			}
-			f, err := flux.Start(ctx, flux.Options{Kubeconfig: c.Kubeconfig(), RESTConfig: c.RESTConfig(),
-				BinDir: c.BinDir(), Dir: dir, Root: root, Logf: logf})
+			f, err := flux.Start(ctx, flux.Options{Site: site})
 			if err != nil {
 				return nil, err
 			}
