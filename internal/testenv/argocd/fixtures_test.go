@@ -1,7 +1,6 @@
 package argocd_test
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/argocd"
@@ -19,25 +18,7 @@ func webFiles(dir string, v int, annotations ...string) map[string]string {
 	if len(annotations) > 0 {
 		ann = "  annotations:\n    " + strings.Join(annotations, "\n    ") + "\n"
 	}
-	kustomization := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-configurations:
-  - rollout-transform.yaml
-resources:
-  - rollout.yaml
-generatorOptions:
-  labels:
-    configmap-attacher.io/revision: "true"
-%sconfigMapGenerator:
-  - name: web-config
-    literals:
-      - version=%d
-`, ann, v)
-	return map[string]string{
-		dir + "/kustomization.yaml":     kustomization,
-		dir + "/rollout.yaml":           testfix.RolloutYAML,
-		dir + "/rollout-transform.yaml": testfix.RolloutTransformYAML,
-	}
+	return testfix.RolloutApp(dir, ann, testfix.ConfigMapGenerator("web-config", v))
 }
 
 // applyModes are the two ways Argo CD applies a revision that the sync tests run in:

@@ -2,11 +2,7 @@
 
 package flux_test
 
-import (
-	"fmt"
-
-	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
-)
+import "github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 
 // The Git side of a scenario, as users write it for Flux: a Kustomize overlay in web/
 // with a Rollout (testfix.RolloutYAML) whose config is a configMapGenerator (a
@@ -16,26 +12,5 @@ import (
 
 // webFiles is the web/ folder at config version v.
 func webFiles(v int) map[string]string {
-	kustomization := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-configurations:
-  - rollout-transform.yaml
-resources:
-  - rollout.yaml
-generatorOptions:
-  labels:
-    configmap-attacher.io/revision: "true"
-configMapGenerator:
-  - name: web-config
-    literals:
-      - version=%d
-  - name: spare-config
-    literals:
-      - version=%d
-`, v, v)
-	return map[string]string{
-		"web/kustomization.yaml":     kustomization,
-		"web/rollout.yaml":           testfix.RolloutYAML,
-		"web/rollout-transform.yaml": testfix.RolloutTransformYAML,
-	}
+	return testfix.RolloutApp("web", "", testfix.ConfigMapGenerator("web-config", v)+testfix.ConfigMapGenerator("spare-config", v))
 }

@@ -1,5 +1,7 @@
 package testfix
 
+import "fmt"
+
 // The Git side of the GitOps scenarios (Argo CD, Flux): a Rollout whose config is a
 // Kustomize configMapGenerator (hash-suffixed names, opted in through generatorOptions),
 // as users write it.
@@ -50,3 +52,30 @@ const RolloutTransformYAML = `nameReference:
       - path: spec/template/spec/containers/env/valueFrom/configMapKeyRef/name
         kind: Rollout
 `
+
+// RolloutApp is the files of an app folder dir: a kustomization.yaml applying RolloutYAML
+// with RolloutTransformYAML, whose generated ConfigMaps are opted in (generatorOptions:
+// the revision label, then the lines of options, such as annotations) and made by the
+// configMapGenerator entries generators (ConfigMapGenerator).
+func RolloutApp(dir, options, generators string) map[string]string {
+	kustomization := `apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+configurations:
+  - rollout-transform.yaml
+resources:
+  - rollout.yaml
+generatorOptions:
+  labels:
+    configmap-attacher.io/revision: "true"
+` + options + "configMapGenerator:\n" + generators
+	return map[string]string{
+		dir + "/kustomization.yaml":     kustomization,
+		dir + "/rollout.yaml":           RolloutYAML,
+		dir + "/rollout-transform.yaml": RolloutTransformYAML,
+	}
+}
+
+// ConfigMapGenerator is a configMapGenerator entry: ConfigMap name holding version=v.
+func ConfigMapGenerator(name string, v int) string {
+	return fmt.Sprintf("  - name: %s\n    literals:\n      - version=%d\n", name, v)
+}
