@@ -2,9 +2,7 @@ package deploytest
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
@@ -36,50 +33,32 @@ var extraCRDs = []struct {
 	{"github.com/prometheus-operator/prometheus-operator", "example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml"},
 }
 
-var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-
-// installExtraCRDs creates the extraCRDs and waits until they are served.
+// installExtraCRDs creates the extraCRDs and waits until they are established.
 func installExtraCRDs(t *testing.T, ctx context.Context, dc dynamic.Interface) {
 	t.Helper()
-	var names []string
+	var crds []*unstructured.Unstructured
 	for _, src := range extraCRDs {
 		dir, err := controlplane.ModuleDir(ctx, src.module)
 		if err != nil {
 			t.Fatal(err)
 		}
-		files, err := filepath.Glob(filepath.Join(dir, src.glob))
-		if err != nil || len(files) == 0 {
+		found, err := controlplane.CRDsIn(dir, src.glob)
+		if err != nil || len(found) == 0 {
 			t.Fatalf("no CRD manifests %s in %s (%v)", src.glob, src.module, err)
 		}
-		for _, f := range files {
-			for _, o := range objectsFromFile(t, f) {
-				if o.GetKind() != "CustomResourceDefinition" {
-					continue
-				}
-				// cert-manager's manifests carry Helm template text in labels and annotations.
-				o.SetLabels(nil)
-				o.SetAnnotations(nil)
-				if _, err := dc.Resource(crdGVR).Create(ctx, o, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-					t.Fatalf("creating CRD %s from %s: %v", o.GetName(), src.module, err)
-				}
-				names = append(names, o.GetName())
-			}
+		for _, o := range found {
+			// cert-manager's manifests carry Helm template text in labels and annotations.
+			o.SetLabels(nil)
+			o.SetAnnotations(nil)
 		}
+		crds = append(crds, found...)
 	}
-	for _, name := range names {
-		controlplane.Eventually(t, 60*time.Second, "CRD "+name+" established", func() error {
-			got, err := dc.Resource(crdGVR).Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
-			for _, c := range conds {
-				if m, _ := c.(map[string]any); m["type"] == "Established" && m["status"] == "True" {
-					return nil
-				}
-			}
-			return fmt.Errorf("not established")
-		})
+	err := controlplane.InstallCRDs(ctx, dc, crds, func(check func() error) error {
+		controlplane.Eventually(t, 60*time.Second, "extra CRDs established", check)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -52,10 +52,7 @@ func exists(t *testing.T, cp *controlplane.ControlPlane, ns, name string) bool {
 }
 
 func TestCLIAcrossClusters(t *testing.T) {
-	a, b := planes()
-	if a == nil {
-		t.Skip("integration test: needs two local control planes (not started with -short)")
-	}
+	a, b := needPlanes(t)
 	kc := controlplane.MergedKubeconfig(t, cpA, cpB)
 	const ns = "cli-multi"
 	rsA, ownersA := testfix.ListedFixture(t, a, ns, "web", "cfg-web")
@@ -131,10 +128,7 @@ func TestCLIAcrossClusters(t *testing.T) {
 }
 
 func TestServeSeveralClusters(t *testing.T) {
-	a, b := planes()
-	if a == nil {
-		t.Skip("integration test: needs two local control planes (not started with -short)")
-	}
+	a, b := needPlanes(t)
 	kc := controlplane.MergedKubeconfig(t, cpA, cpB)
 	port, err := controlplane.FreePort()
 	require.NoError(t, err)

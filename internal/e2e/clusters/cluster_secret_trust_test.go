@@ -107,27 +107,18 @@ func (s *breakServe) executeGRPC(t *testing.T, clusterName string, rs *appsv1.Re
 // Secret naming a credential plugin is refused with a per-Secret error and a metric,
 // and the command never runs; with the plugin allowed it runs, and its token is used.
 func TestClusterSecretCannotRunACommandTheOperatorDidNotAllow(t *testing.T) {
-	a, b := planes()
-	if a == nil {
-		t.Skip("integration test: needs two local control planes (not started with -short)")
-	}
-	ctx := context.Background()
-	breakRun.Add(1)
-	argocd := uniq("trust-exec-argocd")
-	createNamespace(t, a, argocd)
+	a, b := newRun(t)
+	argocd := namespace(t, a, "trust-exec-argocd")
 	marker := filepath.Join(t.TempDir(), "ran")
 	evil := pluginScript(t, "evil", "touch "+marker+"\nexit 1\n")
 	token := pluginScript(t, "token-plugin", `echo '{"apiVersion":"client.authentication.k8s.io/v1beta1","kind":"ExecCredential","status":{"token":"`+b.AdminToken()+`"}}'`+"\n")
 	allowed, err := cluster.NewExecPolicy([]string{token}, 0, "")
 	require.NoError(t, err)
 
-	s := startBreakServe(t, cluster.Options{
-		Clusters:        []cluster.Spec{{Name: "hub", Source: cluster.SourceHome, Origin: "test", Config: a.RESTConfig()}},
-		ArgoCDNamespace: argocd, ExecPlugins: allowed,
-	}, server.Ingress{})
-	secrets := a.Client().CoreV1().Secrets(argocd)
-	_, err = secrets.Create(ctx, execClusterSecret(argocd, "evil", "evil", b.ServerURL(), evil, "attach", "--configmaps", "victim"), metav1.CreateOptions{})
-	require.NoError(t, err)
+	opts := hubOptions(a, argocd)
+	opts.ExecPlugins = allowed
+	s := startBreakServe(t, opts, server.Ingress{})
+	createSecret(t, a, execClusterSecret(argocd, "evil", "evil", b.ServerURL(), evil, "attach", "--configmaps", "victim"))
 	controlplane.Eventually(t, 30*time.Second, "the Secret refused", func() error {
 		st, ok := statusOf(s, argocd+"/evil")
 		if !ok || st.Registered || st.Reason != cluster.ReasonExecNotAllowed {
@@ -144,8 +135,7 @@ func TestClusterSecretCannotRunACommandTheOperatorDidNotAllow(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, code, "evil is no cluster: %s", body)
 
 	// The allowed plugin gives the cluster its credentials.
-	_, err = secrets.Create(ctx, execClusterSecret(argocd, "good", "good", b.ServerURL(), token), metav1.CreateOptions{})
-	require.NoError(t, err)
+	createSecret(t, a, execClusterSecret(argocd, "good", "good", b.ServerURL(), token))
 	controlplane.Eventually(t, 30*time.Second, "good served through its plugin's token", func() error {
 		if !s.srv.Clusters().Healthy("good") {
 			st, _ := statusOf(s, argocd+"/good")
@@ -191,33 +181,23 @@ func processRuns(pid int) bool {
 // (watcher) are attached promptly; removing the Secret kills the plugin and its child;
 // serve stops within its shutdown timeout.
 func TestHungCredentialPluginStallsNoOtherCluster(t *testing.T) {
-	a, b := planes()
-	if a == nil {
-		t.Skip("integration test: needs two local control planes (not started with -short)")
-	}
+	a, b := newRun(t)
 	ctx := context.Background()
-	breakRun.Add(1)
-	ns, argocd := uniq("trust-hung"), uniq("trust-hung-argocd")
-	createNamespace(t, a, argocd)
-	createNamespace(t, b, ns)
+	ns, argocd := namespace(t, b, "trust-hung"), namespace(t, a, "trust-hung-argocd")
 	plugin := pluginScript(t, "hang", hangingPlugin)
 	pidFile := filepath.Join(t.TempDir(), "pids")
 	allowed, err := cluster.NewExecPolicy([]string{plugin}, 10*time.Minute, "")
 	require.NoError(t, err)
-	s := startBreakServe(t, cluster.Options{
-		Clusters:        []cluster.Spec{{Name: "hub", Source: cluster.SourceHome, Origin: "test", Config: a.RESTConfig()}},
-		ArgoCDNamespace: argocd, ExecPlugins: allowed, ProbeInterval: time.Second, ProbeTimeout: time.Second,
-	}, server.Ingress{Watch: true, WatchResync: time.Hour})
+	opts := hubOptions(a, argocd)
+	opts.ExecPlugins, opts.ProbeInterval, opts.ProbeTimeout = allowed, time.Second, time.Second
+	s := startBreakServe(t, opts, server.Ingress{Watch: true, WatchResync: time.Hour})
 	secrets := a.Client().CoreV1().Secrets(argocd)
-	good := b.ArgoCDClusterSecret("good", "good")
-	good.Namespace = argocd
-	_, err = secrets.Create(ctx, good, metav1.CreateOptions{})
-	require.NoError(t, err)
+	good := clusterSecret(b, argocd, "good", "good")
+	createSecret(t, a, good)
 	// The same apiserver through a loopback proxy: another address, not a duplicate
 	// server (two Secrets for b's address would be refused, duplicate-server).
 	hungURL := "https://" + testfix.NewCutProxy(t, strings.TrimPrefix(b.ServerURL(), "https://")).Addr()
-	_, err = secrets.Create(ctx, execClusterSecret(argocd, "hung", "hung", hungURL, plugin, pidFile), metav1.CreateOptions{})
-	require.NoError(t, err)
+	createSecret(t, a, execClusterSecret(argocd, "hung", "hung", hungURL, plugin, pidFile))
 
 	start := time.Now()
 	controlplane.Eventually(t, 30*time.Second, "hung marked down", func() error {
@@ -285,8 +265,7 @@ func TestHungCredentialPluginStallsNoOtherCluster(t *testing.T) {
 	})
 
 	// Shutdown while another hung plugin runs ends within the shutdown timeout (5s).
-	_, err = secrets.Create(ctx, execClusterSecret(argocd, "hung2", "hung2", hungURL, plugin, pidFile), metav1.CreateOptions{})
-	require.NoError(t, err)
+	createSecret(t, a, execClusterSecret(argocd, "hung2", "hung2", hungURL, plugin, pidFile))
 	controlplane.Eventually(t, 30*time.Second, "hung2's plugin runs", func() error {
 		if len(readPids(t, pidFile)) < 4 {
 			return errors.New("not yet")
@@ -310,27 +289,18 @@ func TestHungCredentialPluginStallsNoOtherCluster(t *testing.T) {
 // the same after a restart; once one goes, the other serves. Two names for one server
 // are refused the same way.
 func TestTwoSecretsNamingOneClusterServeNeither(t *testing.T) {
-	a, b := planes()
-	if a == nil {
-		t.Skip("integration test: needs two local control planes (not started with -short)")
-	}
+	a, b := newRun(t)
 	ctx := context.Background()
-	breakRun.Add(1)
-	argocd := uniq("trust-dup-argocd")
-	createNamespace(t, a, argocd)
+	argocd := namespace(t, a, "trust-dup-argocd")
 	secrets := a.Client().CoreV1().Secrets(argocd)
-	opts := cluster.Options{Clusters: []cluster.Spec{{Name: "hub", Source: cluster.SourceHome, Origin: "test", Config: a.RESTConfig()}},
-		ArgoCDNamespace: argocd}
+	opts := hubOptions(a, argocd)
 	// Two Secrets for member-b, through two host names of b's apiserver; "aa-shadow"
 	// sorts first.
-	real := b.ArgoCDClusterSecret("member-b", "member-b")
-	real.Namespace = argocd
-	shadow := b.ArgoCDClusterSecret("aa-shadow", "member-b")
-	shadow.Namespace = argocd
+	real := clusterSecret(b, argocd, "member-b", "member-b")
+	shadow := clusterSecret(b, argocd, "aa-shadow", "member-b")
 	shadow.StringData["server"] = strings.Replace(b.ServerURL(), "127.0.0.1", "localhost", 1)
 	for _, sec := range []*corev1.Secret{real, shadow} {
-		_, err := secrets.Create(ctx, sec, metav1.CreateOptions{})
-		require.NoError(t, err)
+		createSecret(t, a, sec)
 	}
 	neither := func(s *breakServe) {
 		t.Helper()
@@ -385,10 +355,8 @@ func TestTwoSecretsNamingOneClusterServeNeither(t *testing.T) {
 	})
 
 	// One server under a second name: both refused, the first stops being served.
-	alias := b.ArgoCDClusterSecret("alias", "member-b-alias")
-	alias.Namespace = argocd
-	_, err := secrets.Create(ctx, alias, metav1.CreateOptions{})
-	require.NoError(t, err)
+	alias := clusterSecret(b, argocd, "alias", "member-b-alias")
+	createSecret(t, a, alias)
 	controlplane.Eventually(t, 30*time.Second, "one server under two names refused", func() error {
 		st, _ := statusOf(s, argocd+"/alias")
 		if st.Reason != cluster.ReasonDuplicateServer || slices.Contains(s.srv.Clusters().Names(), "member-b") {
@@ -402,25 +370,12 @@ func TestTwoSecretsNamingOneClusterServeNeither(t *testing.T) {
 // "namespaces" is that cluster's namespace policy: an event or an `operation: gc` for
 // another namespace of the cluster is refused, and nothing there changes.
 func TestClusterSecretNamespacesLimitEventsAndSweeps(t *testing.T) {
-	a, b := planes()
-	if a == nil {
-		t.Skip("integration test: needs two local control planes (not started with -short)")
-	}
-	ctx := context.Background()
-	breakRun.Add(1)
-	inside, outside, argocd := uniq("trust-ns-in"), uniq("trust-ns-out"), uniq("trust-ns-argocd")
-	createNamespace(t, a, argocd)
-	createNamespace(t, b, inside)
-	createNamespace(t, b, outside)
-	s := startBreakServe(t, cluster.Options{
-		Clusters:        []cluster.Spec{{Name: "hub", Source: cluster.SourceHome, Origin: "test", Config: a.RESTConfig()}},
-		ArgoCDNamespace: argocd,
-	}, server.Ingress{GC: &server.GCOptions{Options: gc.Options{MinAge: time.Nanosecond}}})
-	limited := b.ArgoCDClusterSecret("limited", "limited")
-	limited.Namespace = argocd
+	a, b := newRun(t)
+	inside, outside, argocd := namespace(t, b, "trust-ns-in"), namespace(t, b, "trust-ns-out"), namespace(t, a, "trust-ns-argocd")
+	s := startBreakServe(t, hubOptions(a, argocd), server.Ingress{GC: &server.GCOptions{Options: gc.Options{MinAge: time.Nanosecond}}})
+	limited := clusterSecret(b, argocd, "limited", "limited")
 	limited.StringData["namespaces"] = inside
-	_, err := a.Client().CoreV1().Secrets(argocd).Create(ctx, limited, metav1.CreateOptions{})
-	require.NoError(t, err)
+	createSecret(t, a, limited)
 	controlplane.Eventually(t, 30*time.Second, "limited served", func() error {
 		if code, body := s.gcDryRun(t, "limited", inside); code != http.StatusOK {
 			return fmt.Errorf("%d %s", code, body)
@@ -448,34 +403,24 @@ func TestClusterSecretNamespacesLimitEventsAndSweeps(t *testing.T) {
 // TestClustersBeyondTheCapAreRefused: with --max-clusters 2 (the hub and one), a second
 // Argo CD Secret is refused with reason cluster-cap and served once room is made.
 func TestClustersBeyondTheCapAreRefused(t *testing.T) {
-	a, b := planes()
-	if a == nil {
-		t.Skip("integration test: needs two local control planes (not started with -short)")
-	}
+	a, b := newRun(t)
 	ctx := context.Background()
-	breakRun.Add(1)
-	argocd := uniq("trust-cap-argocd")
-	createNamespace(t, a, argocd)
-	s := startBreakServe(t, cluster.Options{
-		Clusters:        []cluster.Spec{{Name: "hub", Source: cluster.SourceHome, Origin: "test", Config: a.RESTConfig()}},
-		ArgoCDNamespace: argocd, MaxClusters: 2,
-	}, server.Ingress{})
+	argocd := namespace(t, a, "trust-cap-argocd")
+	opts := hubOptions(a, argocd)
+	opts.MaxClusters = 2
+	s := startBreakServe(t, opts, server.Ingress{})
 	secrets := a.Client().CoreV1().Secrets(argocd)
-	first := b.ArgoCDClusterSecret("first", "first")
-	first.Namespace = argocd
-	_, err := secrets.Create(ctx, first, metav1.CreateOptions{})
-	require.NoError(t, err)
+	first := clusterSecret(b, argocd, "first", "first")
+	createSecret(t, a, first)
 	controlplane.Eventually(t, 30*time.Second, "first served", func() error {
 		if !s.srv.Clusters().Healthy("first") {
 			return errors.New("not yet")
 		}
 		return nil
 	})
-	second := b.ArgoCDClusterSecret("a-second", "second") // sorts first: the cap keeps "first"
-	second.Namespace = argocd
+	second := clusterSecret(b, argocd, "a-second", "second") // sorts first: the cap keeps "first"
 	second.StringData["server"] = "https://" + testfix.NewCutProxy(t, strings.TrimPrefix(b.ServerURL(), "https://")).Addr()
-	_, err = secrets.Create(ctx, second, metav1.CreateOptions{})
-	require.NoError(t, err)
+	createSecret(t, a, second)
 	controlplane.Eventually(t, 30*time.Second, "second refused by the cap", func() error {
 		st, _ := statusOf(s, argocd+"/a-second")
 		if st.Reason != cluster.ReasonCap || !strings.Contains(st.Error, "--max-clusters=2") {

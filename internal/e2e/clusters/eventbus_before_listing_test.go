@@ -10,7 +10,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -31,19 +30,11 @@ import (
 // start-up replay of the new cluster attaches it too and would hide the loss: the test
 // asserts the message itself was not terminated.)
 func TestEventBusMessageForAnArgoCDClusterIsKeptUntilTheSecretsAreListed(t *testing.T) {
-	a, b := planes()
-	if a == nil {
-		t.Skip("integration test: needs two local control planes (not started with -short)")
-	}
+	a, b := newRun(t)
 	ctx := context.Background()
-	breakRun.Add(1)
-	argocd, ns := uniq("early-argocd"), uniq("early")
-	createNamespace(t, a, argocd)
-	createNamespace(t, b, ns)
-	sec := b.ArgoCDClusterSecret("member", "member")
-	sec.Namespace = argocd
-	_, err := a.Client().CoreV1().Secrets(argocd).Create(ctx, sec, metav1.CreateOptions{})
-	require.NoError(t, err)
+	argocd, ns := namespace(t, a, "early-argocd"), namespace(t, b, "early")
+	sec := clusterSecret(b, argocd, "member", "member")
+	createSecret(t, a, sec)
 	rs, owners := testfix.ListedFixture(t, b, ns, "web", "cfg-web")
 
 	// The Argo CD Secrets are read through a proxy that answers nothing for now.

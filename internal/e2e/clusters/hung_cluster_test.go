@@ -3,11 +3,7 @@ package clusters_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"net"
 	"net/url"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,119 +12,29 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/configmap-attacher/configmap-attacher/internal/cluster"
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/server"
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
-
-// blackhole is a TCP proxy to an apiserver that can be switched to a network partition:
-// it then accepts and reads but never forwards or answers (no reset, no close), as a
-// cluster whose network is gone looks to a client.
-type blackhole struct {
-	lis    net.Listener
-	target string
-	dead   atomic.Bool
-	mu     sync.Mutex
-	conns  []net.Conn
-}
-
-func startBlackhole(t *testing.T, target string) *blackhole {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	p := &blackhole{lis: lis, target: target}
-	go func() {
-		for {
-			c, err := lis.Accept()
-			if err != nil {
-				return
-			}
-			p.track(c)
-			go p.serve(c)
-		}
-	}()
-	t.Cleanup(p.close)
-	return p
-}
-
-func (p *blackhole) track(c net.Conn) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.conns = append(p.conns, c)
-}
-
-func (p *blackhole) close() {
-	_ = p.lis.Close()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		_ = c.Close()
-	}
-}
-
-// copy forwards src to dst until the partition, then swallows src.
-func (p *blackhole) copy(dst io.Writer, src io.Reader) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 && !p.dead.Load() {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				_, _ = io.Copy(io.Discard, src)
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-func (p *blackhole) serve(c net.Conn) {
-	if p.dead.Load() {
-		_, _ = io.Copy(io.Discard, c)
-		return
-	}
-	up, err := net.Dial("tcp", p.target)
-	if err != nil {
-		_ = c.Close()
-		return
-	}
-	p.track(up)
-	go p.copy(up, c)
-	p.copy(c, up)
-}
-
-func (p *blackhole) url() string { return "https://" + p.lis.Addr().String() }
 
 // TestPartitionedArgoCDClusterIsRemovedPromptly: an Argo CD cluster whose network is gone
 // (requests hang, nothing is refused) while its watcher has ReplicaSets to handle. Its
 // Secret is deleted; the registry must go on processing Argo CD Secrets: a cluster
 // added next is served promptly, and serve still stops promptly.
 func TestPartitionedArgoCDClusterIsRemovedPromptly(t *testing.T) {
-	a, b := planes()
-	if a == nil {
-		t.Skip("integration test: needs two local control planes (not started with -short)")
-	}
+	a, b := newRun(t)
 	ctx := context.Background()
-	breakRun.Add(1)
-	ns, argocd := uniq("break-hung"), uniq("break-hung-argocd")
-	createNamespace(t, a, argocd)
-	createNamespace(t, b, ns)
+	ns, argocd := namespace(t, b, "break-hung"), namespace(t, a, "break-hung-argocd")
 	u, err := url.Parse(b.ServerURL())
 	require.NoError(t, err)
-	proxy := startBlackhole(t, u.Host)
+	proxy := testfix.NewHangProxy(t, u.Host) // Hang: a network partition (no answer, no reset)
 
-	s := startBreakServe(t, cluster.Options{
-		Clusters:        []cluster.Spec{{Name: "hub", Source: cluster.SourceHome, Origin: "test", Config: a.RESTConfig()}},
-		ArgoCDNamespace: argocd,
-	}, server.Ingress{Watch: true, WatchResync: 500 * time.Millisecond})
+	s := startBreakServe(t, hubOptions(a, argocd), server.Ingress{Watch: true, WatchResync: 500 * time.Millisecond})
 	secrets := a.Client().CoreV1().Secrets(argocd)
-	hung := b.ArgoCDClusterSecret("hung", "hung")
-	hung.Namespace = argocd
-	hung.StringData["server"] = proxy.url()
-	_, err = secrets.Create(ctx, hung, metav1.CreateOptions{})
-	require.NoError(t, err)
+	hung := clusterSecret(b, argocd, "hung", "hung")
+	hung.StringData["server"] = "https://" + proxy.Addr()
+	createSecret(t, a, hung)
 
 	// ReplicaSets naming a ConfigMap that does not exist: every resync makes the watcher
 	// read it live (a cache miss).
@@ -152,13 +58,11 @@ func TestPartitionedArgoCDClusterIsRemovedPromptly(t *testing.T) {
 	})
 	time.Sleep(time.Second) // a resync or two through the watcher
 
-	proxy.dead.Store(true)
+	proxy.Hang()
 	time.Sleep(2 * time.Second) // the next resyncs hang in live reads
 	require.NoError(t, secrets.Delete(ctx, "hung", metav1.DeleteOptions{}))
-	next := b.ArgoCDClusterSecret("next", "next")
-	next.Namespace = argocd
-	_, err = secrets.Create(ctx, next, metav1.CreateOptions{})
-	require.NoError(t, err)
+	next := clusterSecret(b, argocd, "next", "next")
+	createSecret(t, a, next)
 	start := time.Now()
 	controlplane.Eventually(t, 20*time.Second, "the next Argo CD cluster served", func() error {
 		if code, body := s.gcDryRun(t, "next", ns); code != 200 {

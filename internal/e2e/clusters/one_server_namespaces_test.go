@@ -24,30 +24,18 @@ import (
 // are refused as one server named twice (duplicate-server), loudly: a Warning Event on
 // each Secret and the refusal metric.
 func TestOneAPIServerSplitByDisjointNamespacesServesEach(t *testing.T) {
-	a, b := planes()
-	if a == nil {
-		t.Skip("integration test: needs two local control planes (not started with -short)")
-	}
+	a, b := newRun(t)
 	ctx := context.Background()
-	breakRun.Add(1)
-	argocd, teamA, teamB := uniq("split-argocd"), uniq("split-team-a"), uniq("split-team-b")
-	createNamespace(t, a, argocd)
-	createNamespace(t, b, teamA)
-	createNamespace(t, b, teamB)
-	s := startBreakServe(t, cluster.Options{
-		Clusters:        []cluster.Spec{{Name: "hub", Source: cluster.SourceHome, Origin: "test", Config: a.RESTConfig()}},
-		ArgoCDNamespace: argocd,
-	}, server.Ingress{})
+	argocd, teamA, teamB := namespace(t, a, "split-argocd"), namespace(t, b, "split-team-a"), namespace(t, b, "split-team-b")
+	s := startBreakServe(t, hubOptions(a, argocd), server.Ingress{})
 	secrets := a.Client().CoreV1().Secrets(argocd)
 	for _, team := range []struct{ name, ns, server string }{
 		{"team-a", teamA, b.ServerURL()},
 		{"team-b", teamB, strings.Replace(b.ServerURL(), "127.0.0.1", "localhost", 1) + "/"},
 	} {
-		sec := b.ArgoCDClusterSecret(team.name, team.name)
-		sec.Namespace = argocd
+		sec := clusterSecret(b, argocd, team.name, team.name)
 		sec.StringData["server"], sec.StringData["namespaces"] = team.server, team.ns
-		_, err := secrets.Create(ctx, sec, metav1.CreateOptions{})
-		require.NoError(t, err)
+		createSecret(t, a, sec)
 	}
 	controlplane.Eventually(t, 30*time.Second, "both logical clusters served", func() error {
 		for _, c := range []string{"team-a", "team-b"} {

@@ -182,12 +182,8 @@ func createNamespace(t *testing.T, cp *controlplane.ControlPlane, ns string) {
 // now points at (never by a stale one of the old registration), the old name is
 // unknown, and in the end no ConfigMap got an owner from the other cluster.
 func TestArgoCDSecretChangesWhileServing(t *testing.T) {
-	a, b := planes()
-	if a == nil {
-		t.Skip("integration test: needs two local control planes (not started with -short)")
-	}
+	a, b := newRun(t)
 	ctx := context.Background()
-	breakRun.Add(1)
 	ns, argocd := uniq("break-flip"), uniq("break-flip-argocd")
 	createNamespace(t, a, argocd)
 	rsA, ownersA := testfix.ListedFixture(t, a, ns, "web", "cfg-web")
@@ -196,18 +192,13 @@ func TestArgoCDSecretChangesWhileServing(t *testing.T) {
 	orphan(t, b, ns, "orphan-in-b")
 
 	base := eventBroadcasters()
-	s := startBreakServe(t, cluster.Options{
-		Clusters:        []cluster.Spec{{Name: "hub", Source: cluster.SourceHome, Origin: "test", Config: a.RESTConfig()}},
-		ArgoCDNamespace: argocd,
-	}, server.Ingress{Watch: true, WatchResync: time.Hour,
+	s := startBreakServe(t, hubOptions(a, argocd), server.Ingress{Watch: true, WatchResync: time.Hour,
 		// Sweeps run but delete nothing (MinAge), so dry runs keep listing the orphans.
 		GC: &server.GCOptions{Interval: 300 * time.Millisecond, Options: gc.Options{MinAge: time.Hour, Keep: 0}}})
 
 	secrets := a.Client().CoreV1().Secrets(argocd)
-	sec := b.ArgoCDClusterSecret("member", "member-0")
-	sec.Namespace = argocd
-	_, err := secrets.Create(ctx, sec, metav1.CreateOptions{})
-	require.NoError(t, err)
+	sec := clusterSecret(b, argocd, "member", "member-0")
+	createSecret(t, a, sec)
 
 	expectServedBy := func(name string, cp *controlplane.ControlPlane) {
 		t.Helper()
@@ -282,11 +273,7 @@ func TestArgoCDSecretChangesWhileServing(t *testing.T) {
 // TestServeStopsItsEventBroadcasters: a serve with two clusters, once stopped,
 // leaves no Event broadcaster running (each is a goroutine and a watch channel).
 func TestServeStopsItsEventBroadcasters(t *testing.T) {
-	a, b := planes()
-	if a == nil {
-		t.Skip("integration test: needs two local control planes (not started with -short)")
-	}
-	breakRun.Add(1)
+	a, b := newRun(t)
 	ns := uniq("break-stop")
 	// A ReplicaSet in each cluster for the watcher to attach: its Event starts that
 	// cluster's broadcaster (started with the first Event).
@@ -346,12 +333,8 @@ func (s *breakServe) sweeps(t *testing.T, clusterName string) float64 {
 // holder of that cluster's Lease, all Leases in the default cluster); when that replica
 // stops, the other takes over every cluster.
 func TestLeaderElectionTwoReplicasTwoClusters(t *testing.T) {
-	a, b := planes()
-	if a == nil {
-		t.Skip("integration test: needs two local control planes (not started with -short)")
-	}
+	a, b := newRun(t)
 	ctx := context.Background()
-	breakRun.Add(1)
 	ns, leaseNS := uniq("break-le"), uniq("break-le-leases")
 	createNamespace(t, a, leaseNS)
 	createNamespace(t, a, ns)
@@ -428,28 +411,19 @@ func TestLeaderElectionTwoReplicasTwoClusters(t *testing.T) {
 // Secret stops its pending per-cluster work (gc for it is then an unknown cluster) and
 // lets serve stop promptly.
 func TestDeadArgoCDClusterKeepsServeReady(t *testing.T) {
-	a, _ := planes()
-	if a == nil {
-		t.Skip("integration test: needs two local control planes (not started with -short)")
-	}
+	a, _ := newRun(t)
 	ctx := context.Background()
-	breakRun.Add(1)
 	ns, argocd := uniq("break-dead"), uniq("break-dead-argocd")
 	createNamespace(t, a, argocd)
-	s := startBreakServe(t, cluster.Options{
-		Clusters:        []cluster.Spec{{Name: "hub", Source: cluster.SourceHome, Origin: "test", Config: a.RESTConfig()}},
-		ArgoCDNamespace: argocd,
-	}, server.Ingress{Watch: true, WatchResync: time.Hour, GC: &server.GCOptions{Interval: 200 * time.Millisecond,
+	s := startBreakServe(t, hubOptions(a, argocd), server.Ingress{Watch: true, WatchResync: time.Hour, GC: &server.GCOptions{Interval: 200 * time.Millisecond,
 		Options: gc.Options{MinAge: time.Hour}, LeaseNamespace: "default"}})
 
 	port, err := controlplane.FreePort()
 	require.NoError(t, err)
-	dead := a.ArgoCDClusterSecret("dead", "dead")
-	dead.Namespace = argocd
+	dead := clusterSecret(a, argocd, "dead", "dead")
 	dead.StringData["server"] = fmt.Sprintf("https://127.0.0.1:%d", port) // nothing listens
 	secrets := a.Client().CoreV1().Secrets(argocd)
-	_, err = secrets.Create(ctx, dead, metav1.CreateOptions{})
-	require.NoError(t, err)
+	createSecret(t, a, dead)
 	controlplane.Eventually(t, 30*time.Second, "dead registered and reported down", func() error {
 		code, body := s.get("/readyz")
 		if !strings.Contains(body, "dead DOWN") {
@@ -500,15 +474,9 @@ func TestDeadArgoCDClusterKeepsServeReady(t *testing.T) {
 // retryable 503; once b is back its watcher attaches again by itself and its sweeper
 // answers.
 func TestMemberApiserverDownWhileWatchingAndSweeping(t *testing.T) {
-	a, b := planes()
-	if a == nil {
-		t.Skip("integration test: needs two local control planes (not started with -short)")
-	}
+	a, b := newRun(t)
 	ctx := context.Background()
-	breakRun.Add(1)
-	ns, leaseNS := uniq("break-bdown"), uniq("break-bdown-leases")
-	createNamespace(t, a, leaseNS)
-	createNamespace(t, b, ns)
+	ns, leaseNS := namespace(t, b, "break-bdown"), namespace(t, a, "break-bdown-leases")
 	s := startBreakServe(t, cluster.Options{Clusters: []cluster.Spec{
 		{Name: "a", Source: cluster.SourceHome, Origin: "test", Config: a.RESTConfig()},
 		{Name: "b", Source: cluster.SourceKubeconfig, Origin: "test", Config: b.RESTConfig()},

@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/configmap-attacher/configmap-attacher/internal/cluster"
 	"github.com/configmap-attacher/configmap-attacher/internal/gc"
 	"github.com/configmap-attacher/configmap-attacher/internal/server"
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
@@ -26,32 +25,20 @@ import (
 // each removal must stop them all: after the cycles the process runs no more
 // goroutines than after the first one.
 func TestClusterAddedRemovedAndReAddedLeavesNothingRunning(t *testing.T) {
-	a, b := planes()
-	if a == nil {
-		t.Skip("integration test: needs two local control planes (not started with -short)")
-	}
+	a, b := newRun(t)
 	ctx := context.Background()
-	breakRun.Add(1)
-	ns, argocd, leases := uniq("break-cycle"), uniq("break-cycle-argocd"), uniq("break-cycle-leases")
-	createNamespace(t, a, argocd)
-	createNamespace(t, a, leases)
-	createNamespace(t, b, ns)
+	ns, argocd, leases := namespace(t, b, "break-cycle"), namespace(t, a, "break-cycle-argocd"), namespace(t, a, "break-cycle-leases")
 	orphan(t, b, ns, "young") // every sweep of the member has a namespace to plan
 
-	s := startBreakServe(t, cluster.Options{
-		Clusters:        []cluster.Spec{{Name: "hub", Source: cluster.SourceHome, Origin: "test", Config: a.RESTConfig()}},
-		ArgoCDNamespace: argocd,
-	}, server.Ingress{Watch: true, WatchResync: time.Hour,
+	s := startBreakServe(t, hubOptions(a, argocd), server.Ingress{Watch: true, WatchResync: time.Hour,
 		GC: &server.GCOptions{Interval: 200 * time.Millisecond, LeaseNamespace: leases, Options: gc.Options{MinAge: time.Hour}}})
 	secrets := a.Client().CoreV1().Secrets(argocd)
 
 	cycle := func(i int) {
 		t.Helper()
 		name := fmt.Sprintf("member-%d", i)
-		sec := b.ArgoCDClusterSecret("member", name)
-		sec.Namespace = argocd
-		_, err := secrets.Create(ctx, sec, metav1.CreateOptions{})
-		require.NoError(t, err)
+		sec := clusterSecret(b, argocd, "member", name)
+		createSecret(t, a, sec)
 		controlplane.Eventually(t, 60*time.Second, name+" swept", func() error {
 			if code, body := s.gcDryRun(t, name, ns); code != http.StatusOK {
 				return fmt.Errorf("gc %s: %d %s", name, code, body)

@@ -27,24 +27,18 @@ import (
 // again once the duplicate goes, and again after an update: each registration runs
 // the plugin with a runner of its own, and its requests are authenticated.
 func TestReadmittedSecretAuthenticatesWithCredentialsOfItsOwn(t *testing.T) {
-	a, b := planes()
-	if a == nil {
-		t.Skip("integration test: needs two local control planes (not started with -short)")
-	}
+	a, b := newRun(t)
 	ctx := context.Background()
-	breakRun.Add(1)
-	argocd := uniq("readmit-argocd")
-	createNamespace(t, a, argocd)
+	argocd := namespace(t, a, "readmit-argocd")
 	runs := filepath.Join(t.TempDir(), "runs")
 	token := pluginScript(t, "token-plugin", `echo run >> `+runs+`
 echo '{"apiVersion":"client.authentication.k8s.io/v1beta1","kind":"ExecCredential","status":{"token":"`+b.AdminToken()+`"}}'
 `)
 	allowed, err := cluster.NewExecPolicy([]string{token}, 0, "")
 	require.NoError(t, err)
-	s := startBreakServe(t, cluster.Options{
-		Clusters:        []cluster.Spec{{Name: "hub", Source: cluster.SourceHome, Origin: "test", Config: a.RESTConfig()}},
-		ArgoCDNamespace: argocd, ExecPlugins: allowed,
-	}, server.Ingress{})
+	opts := hubOptions(a, argocd)
+	opts.ExecPlugins = allowed
+	s := startBreakServe(t, opts, server.Ingress{})
 	secrets := a.Client().CoreV1().Secrets(argocd)
 	pluginRuns := func() int {
 		b, _ := os.ReadFile(runs)
@@ -63,15 +57,12 @@ echo '{"apiVersion":"client.authentication.k8s.io/v1beta1","kind":"ExecCredentia
 		assert.Equal(t, http.StatusOK, code, "an authenticated sweep of member %s: %s", step, body)
 	}
 
-	_, err = secrets.Create(ctx, execClusterSecret(argocd, "member", "member", b.ServerURL(), token), metav1.CreateOptions{})
-	require.NoError(t, err)
+	createSecret(t, a, execClusterSecret(argocd, "member", "member", b.ServerURL(), token))
 	servedThroughItsPlugin("at first")
 	first := pluginRuns()
 
-	dup := b.ArgoCDClusterSecret("dup", "member")
-	dup.Namespace = argocd
-	_, err = secrets.Create(ctx, dup, metav1.CreateOptions{})
-	require.NoError(t, err)
+	dup := clusterSecret(b, argocd, "dup", "member")
+	createSecret(t, a, dup)
 	controlplane.Eventually(t, 30*time.Second, "member refused as a duplicate name", func() error {
 		st, _ := statusOf(s, argocd+"/member")
 		if st.Reason != cluster.ReasonDuplicateName || slices.Contains(s.srv.Clusters().Names(), "member") {

@@ -24,29 +24,22 @@ import (
 // and no goroutine of its registrations left: each registration's runner is killed
 // with its process group when the Secret changes, however fast it changes.
 func TestSecretFlippingBetweenAllowedAndRefusedLeavesNothingRunning(t *testing.T) {
-	a, b := planes()
-	if a == nil {
-		t.Skip("integration test: needs two local control planes (not started with -short)")
-	}
+	a, b := newRun(t)
 	ctx := context.Background()
-	breakRun.Add(1)
-	argocd := uniq("flip-argocd")
-	createNamespace(t, a, argocd)
+	argocd := namespace(t, a, "flip-argocd")
 	plugin := pluginScript(t, "hang", hangingPlugin)
 	pidFile := filepath.Join(t.TempDir(), "pids")
 	allowed, err := cluster.NewExecPolicy([]string{plugin}, 10*time.Minute, "")
 	require.NoError(t, err)
-	s := startBreakServe(t, cluster.Options{
-		Clusters:        []cluster.Spec{{Name: "hub", Source: cluster.SourceHome, Origin: "test", Config: a.RESTConfig()}},
-		ArgoCDNamespace: argocd, ExecPlugins: allowed, ProbeInterval: 100 * time.Millisecond, ProbeTimeout: time.Second,
-	}, server.Ingress{})
+	opts := hubOptions(a, argocd)
+	opts.ExecPlugins, opts.ProbeInterval, opts.ProbeTimeout = allowed, 100*time.Millisecond, time.Second
+	s := startBreakServe(t, opts, server.Ingress{})
 	s.warmUsers(t, a, "hub")
 	keepGoroutinesOnFailure(t)
 	base := settledGoroutines()
 	server := "https://" + testfix.NewCutProxy(t, strings.TrimPrefix(b.ServerURL(), "https://")).Addr()
 	secrets := a.Client().CoreV1().Secrets(argocd)
-	sec, err := secrets.Create(ctx, execClusterSecret(argocd, "flip", "flip", server, plugin, pidFile), metav1.CreateOptions{})
-	require.NoError(t, err)
+	sec := createSecret(t, a, execClusterSecret(argocd, "flip", "flip", server, plugin, pidFile))
 	controlplane.Eventually(t, 30*time.Second, "the plugin runs", func() error {
 		if len(readPids(t, pidFile)) < 2 {
 			return fmt.Errorf("pids %v", readPids(t, pidFile))

@@ -61,10 +61,7 @@ func serveCLI(t *testing.T, args ...string) string {
 // elect on their own Lease in the default cluster. A cluster added later through an Argo
 // CD Secret gets its watcher too, and loses it when the Secret goes.
 func TestServeWatchAndSweepInEveryCluster(t *testing.T) {
-	a, b := planes()
-	if a == nil {
-		t.Skip("integration test: needs two local control planes (not started with -short)")
-	}
+	a, b := needPlanes(t)
 	ctx := context.Background()
 
 	t.Run("kubeconfig contexts", func(t *testing.T) {
@@ -113,8 +110,7 @@ func TestServeWatchAndSweepInEveryCluster(t *testing.T) {
 		time.Sleep(time.Second)
 		assert.Empty(t, owners1(t), "b is not served yet")
 		secrets := kcA.CoreV1().Secrets(argocd)
-		sec := b.ArgoCDClusterSecret("percluster-b", "member-b")
-		sec.Namespace = argocd
+		sec := clusterSecret(b, argocd, "percluster-b", "member-b")
 		_, err = secrets.Create(ctx, sec, metav1.CreateOptions{})
 		require.NoError(t, err)
 		controlplane.Eventually(t, 60*time.Second, "the new cluster's watcher to attach", func() error {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/argocd"
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/argorollouts"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
 
 // TestPrunedStableRevisionSurvivesTheCanaryAbortAndTheRevert is the canary-abort
@@ -66,7 +67,7 @@ func TestPrunedStableRevisionSurvivesTheCanaryAbortAndTheRevert(t *testing.T) {
 // pause.
 func canaryFiles(dir string, v int) map[string]string {
 	files := webFiles(dir, v)
-	ro := strings.Replace(rolloutYAML, "  replicas: 1\n", "  replicas: 2\n", 1)
+	ro := strings.Replace(testfix.RolloutYAML, "  replicas: 1\n", "  replicas: 2\n", 1)
 	ro = strings.Replace(ro, "    canary: {}\n", "    canary:\n      steps:\n        - setWeight: 50\n        - pause: {}\n", 1)
 	files[dir+"/rollout.yaml"] = ro
 	return files

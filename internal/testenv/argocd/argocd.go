@@ -16,7 +16,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/configmap-attacher/configmap-attacher/internal/testenv/harnessproc"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -24,9 +23,10 @@ import (
 
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/freeport"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/harnessproc"
 )
 
 // Namespace is Argo CD's own namespace (the controller's --namespace).
@@ -38,24 +38,14 @@ var Binaries = []string{"argocd", "redis", "helm", "kustomize"}
 // ErrMissingBinaries means the Argo CD binaries are not built: run `make tools`.
 var ErrMissingBinaries = errors.New("argo CD binaries missing: run `make tools`")
 
-// Options configures Start.
+// Options configures Start. Site's Kubeconfig is the controller's --kubeconfig
+// (https://kubernetes.default.svc goes through it), its Dir holds the logs, the TLS and
+// SSH data and the PATH folder, its Root the tools module hack/tools/argocd pinning the
+// argo-cd module, and its BinDir Binaries.
 type Options struct {
-	// Kubeconfig is an admin kubeconfig of the cluster (the controller's --kubeconfig;
-	// https://kubernetes.default.svc goes through it).
-	Kubeconfig string
-	// RESTConfig is the same cluster, for creating Argo CD's own objects.
-	RESTConfig *rest.Config
-	// BinDir holds Binaries.
-	BinDir string
-	// Dir is the working directory (logs, TLS and SSH data, the PATH folder); it must
-	// exist and outlive Stop.
-	Dir string
-	// Root is the repository root (hack/tools/argocd pins the argo-cd module).
-	Root string
+	controlplane.Site
 	// Reconciliation is argocd-cm's timeout.reconciliation (default 10s).
 	Reconciliation time.Duration
-	// Logf receives progress lines; nil means silent.
-	Logf func(format string, args ...any)
 }
 
 // ArgoCD is a running Argo CD (controller, repo-server, Redis).
@@ -63,7 +53,7 @@ type ArgoCD struct {
 	opts  Options
 	kc    kubernetes.Interface
 	dc    dynamic.Interface
-	procs []*harnessproc.Process
+	procs harnessproc.Group
 }
 
 // Start creates Argo CD's objects and starts Redis, the repo-server and the
@@ -76,16 +66,11 @@ func Start(ctx context.Context, opts Options) (_ *ArgoCD, err error) {
 	if opts.Reconciliation == 0 {
 		opts.Reconciliation = 10 * time.Second
 	}
-	for _, b := range Binaries {
-		if _, err := os.Stat(filepath.Join(opts.BinDir, b)); err != nil {
-			return nil, fmt.Errorf("%w (%s not found in %s)", ErrMissingBinaries, b, opts.BinDir)
-		}
-	}
-	a := &ArgoCD{opts: opts}
-	if a.kc, err = kubernetes.NewForConfig(opts.RESTConfig); err != nil {
+	if err := harnessproc.CheckBinaries(opts.BinDir, Binaries, ErrMissingBinaries); err != nil {
 		return nil, err
 	}
-	if a.dc, err = dynamic.NewForConfig(opts.RESTConfig); err != nil {
+	a := &ArgoCD{opts: opts}
+	if a.kc, a.dc, err = controlplane.NewClients(opts.RESTConfig); err != nil {
 		return nil, err
 	}
 	defer func() {
@@ -110,23 +95,11 @@ func Start(ctx context.Context, opts Options) (_ *ArgoCD, err error) {
 }
 
 // Stop stops every process (SIGTERM, then SIGKILL after 10 s). Safe to call twice.
-func (a *ArgoCD) Stop() {
-	for i := len(a.procs) - 1; i >= 0; i-- {
-		a.procs[i].Stop(10 * time.Second)
-	}
-	a.procs = nil
-}
+func (a *ArgoCD) Stop() { a.procs.Stop(10 * time.Second) }
 
 // LogTail is the last n lines of a process's log: "redis", "repo-server" or
 // "application-controller".
-func (a *ArgoCD) LogTail(name string, n int) string {
-	for _, p := range a.procs {
-		if p.Name() == name {
-			return p.Tail(n)
-		}
-	}
-	return ""
-}
+func (a *ArgoCD) LogTail(name string, n int) string { return a.procs.LogTail(name, n) }
 
 // startProcesses starts Redis, then the repo-server (plain gRPC on loopback, with
 // the scripts its image ships on PATH beside helm and kustomize), then the controller.
@@ -168,24 +141,11 @@ func (a *ArgoCD) startProcesses(ctx context.Context, mod string) error {
 
 // run starts a process and waits until it listens on addr.
 func (a *ArgoCD) run(ctx context.Context, name, addr, bin string, args, env []string) error {
-	p, err := harnessproc.Start(a.opts.Dir, name, bin, args, env)
-	if err != nil {
-		return err
-	}
-	a.procs = append(a.procs, p)
-	return poll(ctx, func() error {
-		if err := p.Exited(); err != nil {
-			return backoffStop{err}
-		}
-		return harnessproc.Listening(addr)
-	})
+	_, err := a.procs.StartReady(ctx, a.opts.Dir, name, bin, args, env, func() error { return harnessproc.Listening(addr) })
+	return err
 }
 
-func (a *ArgoCD) mkdir(name string) string {
-	d := filepath.Join(a.opts.Dir, name)
-	_ = os.MkdirAll(d, 0o700)
-	return d
-}
+func (a *ArgoCD) mkdir(name string) string { return harnessproc.Subdir(a.opts.Dir, name) }
 
 // scriptsDir copies the scripts the repo-server runs from PATH (git-verify-wrapper.sh,
 // always, and git-ask-pass.sh) out of the module's hack folder: files in the module

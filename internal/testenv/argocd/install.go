@@ -1,14 +1,9 @@
 package argocd
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"time"
 
@@ -17,7 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/harnessproc"
 )
 
 // Toolchain is the Go toolchain of hack/tools/argocd (argo-cd v3.6 declares go 1.27);
@@ -28,7 +25,6 @@ const Toolchain = "go1.27.3"
 var (
 	ApplicationGVR = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "applications"}
 	AppProjectGVR  = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "appprojects"}
-	crdGVR         = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 )
 
 // partOf is the label Argo CD reads its settings (argocd-cm, argocd-secret) by.
@@ -41,23 +37,7 @@ func moduleDir(ctx context.Context, root string) (string, error) {
 	if tc == "" {
 		tc = Toolchain
 	}
-	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", "github.com/argoproj/argo-cd/v3")
-	cmd.Dir = filepath.Join(root, "hack", "tools", "argocd")
-	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOTOOLCHAIN="+tc)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("go mod download argo-cd: %w: %s%s", err, stderr.String(), out)
-	}
-	var info struct{ Dir, Error string }
-	if err := json.Unmarshal(out, &info); err != nil {
-		return "", fmt.Errorf("go mod download argo-cd: %w", err)
-	}
-	if info.Error != "" || info.Dir == "" {
-		return "", fmt.Errorf("go mod download argo-cd: %s", info.Error)
-	}
-	return info.Dir, nil
+	return controlplane.ModuleDirAt(ctx, filepath.Join(root, "hack", "tools", "argocd"), "github.com/argoproj/argo-cd/v3", "GOTOOLCHAIN="+tc)
 }
 
 // install creates what argocd-server (or the install manifests) would: the CRDs, the
@@ -98,63 +78,19 @@ func (a *ArgoCD) install(ctx context.Context, mod string) error {
 // installCRDs creates the CRDs of the module's manifests/crds and waits until the
 // apiserver serves them.
 func (a *ArgoCD) installCRDs(ctx context.Context, mod string) error {
-	files, err := filepath.Glob(filepath.Join(mod, "manifests", "crds", "*-crd.yaml"))
-	if err != nil || len(files) == 0 {
+	crds, err := controlplane.CRDsIn(filepath.Join(mod, "manifests", "crds"), "*-crd.yaml")
+	if err != nil || len(crds) == 0 {
 		return fmt.Errorf("no CRDs in %s/manifests/crds (%v)", mod, err)
 	}
-	for _, f := range files {
-		crd, err := readObject(f)
-		if err != nil {
-			return err
-		}
-		if _, err := a.dc.Resource(crdGVR).Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("CRD %s: %w", crd.GetName(), err)
-		}
+	if err := controlplane.CreateCRDs(ctx, a.dc, crds); err != nil {
+		return err
 	}
-	for _, gvr := range []schema.GroupVersionResource{ApplicationGVR, AppProjectGVR} {
-		if err := poll(ctx, func() error {
-			_, err := a.dc.Resource(gvr).Namespace(Namespace).List(ctx, metav1.ListOptions{Limit: 1})
-			return err
-		}); err != nil {
-			return fmt.Errorf("waiting for %s: %w", gvr.Resource, err)
-		}
-	}
-	return nil
+	return controlplane.WaitServed(ctx, a.dc, Namespace, func(check func() error) error { return poll(ctx, check) },
+		ApplicationGVR, AppProjectGVR)
 }
 
-func readObject(path string) (*unstructured.Unstructured, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var m map[string]any
-	if err := utilyaml.NewYAMLOrJSONDecoder(f, 64*1024).Decode(&m); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return &unstructured.Unstructured{Object: m}, nil
-}
-
-// backoffStop ends a poll at once with its error.
-type backoffStop struct{ error }
-
-// poll calls check every 100 ms until it returns nil, a backoffStop, or ctx ends.
+// poll calls check every 100 ms until it returns nil, a harnessproc.StopPolling, or ctx
+// ends.
 func poll(ctx context.Context, check func() error) error {
-	t := time.NewTicker(100 * time.Millisecond)
-	defer t.Stop()
-	for {
-		err := check()
-		if err == nil {
-			return nil
-		}
-		var stop backoffStop
-		if errors.As(err, &stop) {
-			return stop.error
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
-		case <-t.C:
-		}
-	}
+	return harnessproc.Poll(ctx, 100*time.Millisecond, check)
 }

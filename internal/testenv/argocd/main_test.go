@@ -30,11 +30,7 @@ func run(m *testing.M) int {
 		return m.Run()
 	}
 	start := time.Now()
-	logf := func(f string, a ...any) {
-		if testing.Verbose() {
-			fmt.Fprintf(os.Stderr, f+"\n", a...)
-		}
-	}
+	logf := controlplane.VerboseLogf
 	c, a, stop, err := startAll(logf)
 	if err != nil {
 		if errors.Is(err, controlplane.ErrMissingBinaries) || errors.Is(err, argocd.ErrMissingBinaries) {
@@ -54,27 +50,16 @@ func run(m *testing.M) int {
 func startAll(logf func(string, ...any)) (*controlplane.ControlPlane, *argocd.ArgoCD, func(), error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	c, err := controlplane.Start(ctx, controlplane.Options{Name: "argocd", Workloads: true, Logf: logf})
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	dir, err := os.MkdirTemp("", "cma-argocd-")
-	if err != nil {
-		_ = c.Stop()
-		return nil, nil, nil, err
-	}
-	root, err := controlplane.RepoRoot()
-	if err == nil {
-		var a *argocd.ArgoCD
-		a, err = argocd.Start(ctx, argocd.Options{Kubeconfig: c.Kubeconfig(), RESTConfig: c.RESTConfig(),
-			BinDir: c.BinDir(), Dir: dir, Root: root, Logf: logf})
-		if err == nil {
-			return c, a, func() { a.Stop(); _ = c.Stop(); _ = os.RemoveAll(dir) }, nil
-		}
-	}
-	_ = c.Stop()
-	_ = os.RemoveAll(dir)
-	return nil, nil, nil, err
+	var a *argocd.ArgoCD
+	c, stop, err := controlplane.StartBeside(ctx, controlplane.Options{Name: "argocd", Workloads: true, Logf: logf}, "cma-argocd-",
+		func(site controlplane.Site) (func(), error) {
+			var err error
+			if a, err = argocd.Start(ctx, argocd.Options{Site: site}); err != nil {
+				return nil, err
+			}
+			return a.Stop, nil
+		})
+	return c, a, stop, err
 }
 
 // figures are measurements the scenarios report (name -> value), printed after the run

@@ -11,6 +11,7 @@ import (
 
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/argocd"
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/argorollouts"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
 
 // TestKindChangeKeepsTheSharedRevision: a Deployment migrated to a Rollout by changing
@@ -85,7 +86,7 @@ func deploymentFiles(dir string) map[string]string {
 	files := webFiles(dir, 1)
 	delete(files, dir+"/rollout.yaml")
 	files[dir+"/kustomization.yaml"] = strings.Replace(files[dir+"/kustomization.yaml"], "  - rollout.yaml\n", "  - deployment.yaml\n", 1)
-	d := strings.Replace(rolloutYAML, "apiVersion: argoproj.io/v1alpha1\nkind: Rollout\n", "apiVersion: apps/v1\nkind: Deployment\n", 1)
+	d := strings.Replace(testfix.RolloutYAML, "apiVersion: argoproj.io/v1alpha1\nkind: Rollout\n", "apiVersion: apps/v1\nkind: Deployment\n", 1)
 	files[dir+"/deployment.yaml"] = strings.Replace(d, "  strategy:\n    canary: {}\n", "", 1)
 	return files
 }

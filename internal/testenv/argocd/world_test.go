@@ -111,29 +111,15 @@ func (w *world) current(rollout string) (string, *appsv1.ReplicaSet) {
 	var cm string
 	var rs *appsv1.ReplicaSet
 	w.Eventually("the Rollout's current ReplicaSet", func() error {
-		ro, err := argorollouts.Get(w.Ctx, w.Dynamic, w.NS, rollout)
-		if err != nil {
+		var err error
+		if rs, err = argorollouts.CurrentReplicaSet(w.Ctx, w.Dynamic, w.Kube, w.NS, rollout); err != nil {
 			return err
 		}
-		st := argorollouts.StatusOf(ro)
-		if !st.Healthy() {
-			return fmt.Errorf("rollout not healthy: %s", st)
+		if cms := argorollouts.ConfigMapsOf(rs.Spec.Template.Spec); len(cms) == 1 {
+			cm = cms[0]
+			return nil
 		}
-		list, err := w.Kube.AppsV1().ReplicaSets(w.NS).List(w.Ctx, metav1.ListOptions{})
-		if err != nil {
-			return err
-		}
-		for i := range list.Items {
-			if argorollouts.Hash(&list.Items[i]) == st.CurrentPodHash {
-				rs = &list.Items[i]
-				if cms := argorollouts.ConfigMapsOf(rs.Spec.Template.Spec); len(cms) == 1 {
-					cm = cms[0]
-					return nil
-				}
-				return fmt.Errorf("ReplicaSet %s uses %v", rs.Name, argorollouts.ConfigMapsOf(rs.Spec.Template.Spec))
-			}
-		}
-		return fmt.Errorf("no ReplicaSet with hash %s", st.CurrentPodHash)
+		return fmt.Errorf("ReplicaSet %s uses %v", rs.Name, argorollouts.ConfigMapsOf(rs.Spec.Template.Spec))
 	})
 	return cm, rs
 }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
@@ -72,6 +73,29 @@ func (s Status) String() string {
 // Get returns the Rollout ns/name.
 func Get(ctx context.Context, dc dynamic.Interface, ns, name string) (*unstructured.Unstructured, error) {
 	return dc.Resource(core.RolloutGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+}
+
+// CurrentReplicaSet returns the ReplicaSet of Rollout ns/name's current pod template
+// once the Rollout is Healthy (an error until then, or while no ReplicaSet has its hash).
+func CurrentReplicaSet(ctx context.Context, dc dynamic.Interface, kc kubernetes.Interface, ns, name string) (*appsv1.ReplicaSet, error) {
+	ro, err := Get(ctx, dc, ns, name)
+	if err != nil {
+		return nil, err
+	}
+	st := StatusOf(ro)
+	if !st.Healthy() {
+		return nil, fmt.Errorf("rollout not healthy: %s", st)
+	}
+	list, err := kc.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	for i := range list.Items {
+		if Hash(&list.Items[i]) == st.CurrentPodHash {
+			return &list.Items[i], nil
+		}
+	}
+	return nil, fmt.Errorf("no ReplicaSet with hash %s", st.CurrentPodHash)
 }
 
 // Promote resumes a canary paused at a step, as `kubectl argo rollouts promote` does:

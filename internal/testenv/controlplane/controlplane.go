@@ -23,12 +23,10 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -37,6 +35,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/freeport"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/harnessproc"
 )
 
 // ErrMissingBinaries means the control-plane binaries are not built: run `make tools`.
@@ -99,17 +98,9 @@ type ControlPlane struct {
 	rollouts   RolloutsRelease
 
 	mu    sync.Mutex
-	procs []*process
+	procs []*harnessproc.Process
 	// apiserverArgs are kept so RestartAPIServer can start it again (fault tests).
 	apiserverArgs []string
-}
-
-type process struct {
-	name string
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{}
-	err  error
 }
 
 // Start starts etcd, kube-apiserver and kube-controller-manager and waits until they are
@@ -255,7 +246,7 @@ func (cp *ControlPlane) Stop() error {
 	cp.procs = nil
 	cp.mu.Unlock()
 	for i := len(procs) - 1; i >= 0; i-- {
-		procs[i].stop(10 * time.Second)
+		procs[i].Stop(10 * time.Second)
 	}
 	if cp.ownDir && cp.dir != "" {
 		return os.RemoveAll(cp.dir)
@@ -480,60 +471,22 @@ func (cp *ControlPlane) run(name string, args []string, env ...string) error {
 
 // runAs is run for the binary file under the process name name (its log, LogTail).
 func (cp *ControlPlane) runAs(name, file string, args []string, env ...string) error {
-	logPath := filepath.Join(cp.dir, name+".log")
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	p, err := harnessproc.Start(cp.dir, name, filepath.Join(cp.binDir, file), args, env)
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(filepath.Join(cp.binDir, file), args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.Dir = cp.dir
-	if len(env) > 0 {
-		cmd.Env = append(os.Environ(), env...)
-	}
-	// Own process group, and killed if the test process dies, so nothing outlives a run.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		return fmt.Errorf("starting %s: %w", name, err)
-	}
-	p := &process{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		logFile.Close()
-		close(p.done)
-	}()
 	cp.mu.Lock()
 	cp.procs = append(cp.procs, p)
 	cp.mu.Unlock()
 	return nil
 }
 
-func (p *process) stop(grace time.Duration) {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(grace):
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		<-p.done
-	}
-}
-
 func (cp *ControlPlane) exited(name string) error {
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
 	for _, p := range cp.procs {
-		if p.name == name {
-			select {
-			case <-p.done:
-				return fmt.Errorf("%s exited: %v", name, p.err)
-			default:
-			}
+		if ended, err := p.Ended(); ended && p.Name() == name {
+			return fmt.Errorf("%s exited: %v", name, err)
 		}
 	}
 	return nil
@@ -565,11 +518,11 @@ func (cp *ControlPlane) logTails() string {
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
 	for _, p := range cp.procs {
-		data, err := os.ReadFile(p.log)
+		data, err := os.ReadFile(p.LogPath())
 		if err != nil {
 			continue
 		}
-		fmt.Fprintf(&b, "\n--- last lines of %s ---\n%s", p.log, lastLines(string(data), 15))
+		fmt.Fprintf(&b, "\n--- last lines of %s ---\n%s", p.LogPath(), lastLines(string(data), 15))
 	}
 	return b.String()
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/harnessproc"
 )
 
 // StopAPIServer stops only kube-apiserver (SIGTERM, then SIGKILL after 10 s), leaving
@@ -20,10 +22,10 @@ func (cp *ControlPlane) StopAPIServer() error {
 // 10 s) and forgets it; it returns the stopped process's arguments (for a restart).
 func (cp *ControlPlane) stopProcess(name string) ([]string, error) {
 	cp.mu.Lock()
-	var found *process
+	var found *harnessproc.Process
 	kept := cp.procs[:0:0]
 	for _, p := range cp.procs {
-		if p.name == name && found == nil {
+		if p.Name() == name && found == nil {
 			found = p
 			continue
 		}
@@ -34,8 +36,8 @@ func (cp *ControlPlane) stopProcess(name string) ([]string, error) {
 	if found == nil {
 		return nil, fmt.Errorf("controlplane: %s is not running", name)
 	}
-	args := append([]string(nil), found.cmd.Args[1:]...)
-	found.stop(10 * time.Second)
+	args := found.Args()
+	found.Stop(10 * time.Second)
 	cp.opts.Logf("controlplane %s: %s stopped", cp.opts.Name, name)
 	return args, nil
 }
@@ -46,7 +48,7 @@ func (cp *ControlPlane) stopProcess(name string) ([]string, error) {
 func (cp *ControlPlane) RestartAPIServer(ctx context.Context) error {
 	cp.mu.Lock()
 	for _, p := range cp.procs {
-		if p.name == "kube-apiserver" {
+		if p.Name() == "kube-apiserver" {
 			cp.mu.Unlock()
 			return errors.New("controlplane: kube-apiserver is already running")
 		}

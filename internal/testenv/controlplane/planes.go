@@ -27,11 +27,7 @@ func TestMainTwo(m *testing.M, a, b **ControlPlane) int {
 	if testing.Short() {
 		return m.Run()
 	}
-	logf := func(f string, args ...any) {
-		if testing.Verbose() {
-			fmt.Fprintf(os.Stderr, f+"\n", args...)
-		}
-	}
+	logf := VerboseLogf
 	var wg sync.WaitGroup
 	var errA, errB error
 	wg.Add(2)

@@ -26,11 +26,7 @@ func TestMainWith(m *testing.M, cp **ControlPlane, opts Options) int {
 		return m.Run()
 	}
 	if opts.Logf == nil {
-		opts.Logf = func(f string, a ...any) {
-			if testing.Verbose() {
-				fmt.Fprintf(os.Stderr, f+"\n", a...)
-			}
-		}
+		opts.Logf = VerboseLogf
 	}
 	started, err := Start(context.Background(), opts)
 	if err != nil {
@@ -88,4 +84,45 @@ func StartForTest(t testing.TB, opts Options) *ControlPlane {
 	}
 	t.Cleanup(func() { _ = c.Stop() })
 	return c
+}
+
+// VerboseLogf prints a progress line to stderr with go test -v, and nothing without.
+func VerboseLogf(format string, args ...any) {
+	if testing.Verbose() {
+		fmt.Fprintf(os.Stderr, format+"\n", args...)
+	}
+}
+
+// StartBeside starts a control plane with opts and a working folder of its own (named
+// by dirPattern, as os.MkdirTemp does), then start, which starts a component (Argo CD,
+// Flux, External Secrets) at that Site (logging to opts.Logf) and returns what stops it.
+// The returned stop stops the component and the control plane and removes the folder;
+// on error all that was started is undone.
+func StartBeside(ctx context.Context, opts Options, dirPattern string,
+	start func(site Site) (stop func(), err error)) (_ *ControlPlane, stop func(), err error) {
+	cp, err := Start(ctx, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	var dir string
+	defer func() {
+		if err != nil {
+			_ = cp.Stop()
+			if dir != "" {
+				_ = os.RemoveAll(dir)
+			}
+		}
+	}()
+	if dir, err = os.MkdirTemp("", dirPattern); err != nil {
+		return nil, nil, err
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, nil, err
+	}
+	stopComponent, err := start(cp.Site(dir, root, opts.Logf))
+	if err != nil {
+		return nil, nil, err
+	}
+	return cp, func() { stopComponent(); _ = cp.Stop(); _ = os.RemoveAll(dir) }, nil
 }

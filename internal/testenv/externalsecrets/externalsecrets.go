@@ -11,21 +11,16 @@
 package externalsecrets
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"github.com/configmap-attacher/configmap-attacher/internal/testenv/harnessproc"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"time"
 
-	"k8s.io/client-go/rest"
-
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/freeport"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/harnessproc"
 )
 
 // Binary is the controller binary Start runs, built into the bin folder by
@@ -38,25 +33,17 @@ const Module = "github.com/external-secrets/external-secrets"
 // ErrMissingBinary means the controller is not built: run `hack/tools/build.sh external-secrets`.
 var ErrMissingBinary = errors.New("external-secrets binary missing: run `hack/tools/build.sh external-secrets`")
 
-// Options configures Start.
+// Options configures Start. Site's Kubeconfig is the controller's KUBECONFIG, its Dir
+// holds the log, its Root the tools module hack/tools/eso pinning the module, and its
+// BinDir Binary.
 type Options struct {
-	// Kubeconfig is an admin kubeconfig of the cluster (the controller's KUBECONFIG).
-	Kubeconfig string
-	// RESTConfig is the same cluster, for installing the CRDs.
-	RESTConfig *rest.Config
-	// BinDir holds Binary.
-	BinDir string
-	// Dir is the working directory (the log); it must exist and outlive Stop.
-	Dir string
-	// Root is the repository root (hack/tools/eso pins the module).
-	Root string
-	// Logf receives progress lines; nil means silent.
-	Logf func(format string, args ...any)
+	controlplane.Site
 }
 
 // ESO is a running External Secrets controller.
 type ESO struct {
 	opts    Options
+	procs   harnessproc.Group
 	proc    *harnessproc.Process
 	metrics string
 }
@@ -67,9 +54,8 @@ func Start(ctx context.Context, opts Options) (*ESO, error) {
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
 	}
-	bin := filepath.Join(opts.BinDir, Binary)
-	if _, err := os.Stat(bin); err != nil {
-		return nil, fmt.Errorf("%w (%s not found in %s)", ErrMissingBinary, Binary, opts.BinDir)
+	if err := harnessproc.CheckBinaries(opts.BinDir, []string{Binary}, ErrMissingBinary); err != nil {
+		return nil, err
 	}
 	begin := time.Now()
 	mod, err := ModuleDir(ctx, opts.Root)
@@ -87,15 +73,9 @@ func Start(ctx context.Context, opts Options) (*ESO, error) {
 	e := &ESO{opts: opts, metrics: "127.0.0.1:" + strconv.Itoa(port)}
 	args := []string{"--metrics-addr", e.metrics, "--enable-leader-election=false", "--loglevel", "debug",
 		"--zap-time-encoding", "iso8601", "--concurrent", "2"}
-	if e.proc, err = harnessproc.Start(opts.Dir, "external-secrets", bin, args, []string{"KUBECONFIG=" + opts.Kubeconfig}); err != nil {
-		return nil, err
-	}
-	if err := poll(ctx, func() error {
-		if err := e.proc.Exited(); err != nil {
-			return errStop{err}
-		}
-		return harnessproc.Listening(e.metrics)
-	}); err != nil {
+	e.proc, err = e.procs.StartReady(ctx, opts.Dir, "external-secrets", filepath.Join(opts.BinDir, Binary), args,
+		[]string{"KUBECONFIG=" + opts.Kubeconfig}, func() error { return harnessproc.Listening(e.metrics) })
+	if err != nil {
 		e.Stop()
 		return nil, err
 	}
@@ -104,11 +84,7 @@ func Start(ctx context.Context, opts Options) (*ESO, error) {
 }
 
 // Stop stops the controller (SIGTERM, then SIGKILL after 10 s). Safe to call twice.
-func (e *ESO) Stop() {
-	if e.proc != nil {
-		e.proc.Stop(10 * time.Second)
-	}
-}
+func (e *ESO) Stop() { e.procs.Stop(10 * time.Second) }
 
 // MetricsAddr is the controller's metrics address (host:port).
 func (e *ESO) MetricsAddr() string { return e.metrics }
@@ -125,21 +101,5 @@ func (e *ESO) LogTail(n int) string { return e.proc.Tail(n) }
 // ModuleDir returns the module-cache folder of the module hack/tools/eso pins,
 // downloading (and checksum-verifying against its go.sum) it if needed.
 func ModuleDir(ctx context.Context, root string) (string, error) {
-	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", Module)
-	cmd.Dir = filepath.Join(root, "hack", "tools", "eso")
-	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("go mod download %s: %w: %s%s", Module, err, stderr.String(), out)
-	}
-	var info struct{ Dir, Error string }
-	if err := json.Unmarshal(out, &info); err != nil {
-		return "", fmt.Errorf("go mod download %s: %w", Module, err)
-	}
-	if info.Error != "" || info.Dir == "" {
-		return "", fmt.Errorf("go mod download %s: %s", Module, info.Error)
-	}
-	return info.Dir, nil
+	return controlplane.ModuleDirAt(ctx, filepath.Join(root, "hack", "tools", "eso"), Module)
 }

@@ -39,11 +39,7 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "externalsecrets: skipped; `make test-eso` builds External Secrets and runs it (%s=1)\n", enableEnv)
 		return m.Run()
 	}
-	logf := func(f string, a ...any) {
-		if testing.Verbose() {
-			fmt.Fprintf(os.Stderr, f+"\n", a...)
-		}
-	}
+	logf := controlplane.VerboseLogf
 	start := time.Now()
 	c, e, stop, err := startAll(logf)
 	if err != nil {
@@ -62,27 +58,16 @@ func run(m *testing.M) int {
 func startAll(logf func(string, ...any)) (*controlplane.ControlPlane, *externalsecrets.ESO, func(), error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	c, err := controlplane.Start(ctx, controlplane.Options{Name: "eso", Workloads: workloadsBuilt(), Logf: logf})
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	dir, err := os.MkdirTemp("", "cma-eso-")
-	if err != nil {
-		_ = c.Stop()
-		return nil, nil, nil, err
-	}
-	root, err := controlplane.RepoRoot()
-	if err == nil {
-		var e *externalsecrets.ESO
-		e, err = externalsecrets.Start(ctx, externalsecrets.Options{Kubeconfig: c.Kubeconfig(), RESTConfig: c.RESTConfig(),
-			BinDir: c.BinDir(), Dir: dir, Root: root, Logf: logf})
-		if err == nil {
-			return c, e, func() { e.Stop(); _ = c.Stop(); _ = os.RemoveAll(dir) }, nil
-		}
-	}
-	_ = c.Stop()
-	_ = os.RemoveAll(dir)
-	return nil, nil, nil, err
+	var e *externalsecrets.ESO
+	c, stop, err := controlplane.StartBeside(ctx, controlplane.Options{Name: "eso", Workloads: workloadsBuilt(), Logf: logf}, "cma-eso-",
+		func(site controlplane.Site) (func(), error) {
+			var err error
+			if e, err = externalsecrets.Start(ctx, externalsecrets.Options{Site: site}); err != nil {
+				return nil, err
+			}
+			return e.Stop, nil
+		})
+	return c, e, stop, err
 }
 
 // workloadsBuilt reports whether the workload binaries (kube-scheduler, kwok, the Argo

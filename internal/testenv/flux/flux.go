@@ -11,15 +11,10 @@
 package flux
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/configmap-attacher/configmap-attacher/internal/testenv/harnessproc"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -29,9 +24,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/freeport"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/harnessproc"
 )
 
 // Namespace is the controllers' own namespace (RUNTIME_NAMESPACE: their leader-election
@@ -53,20 +49,11 @@ var crdSources = []crdSource{
 	{tools: "flux-kustomize", module: "github.com/fluxcd/kustomize-controller", dir: "config/crd/bases"},
 }
 
-// Options configures Start.
+// Options configures Start. Site's Kubeconfig is the controllers' $KUBECONFIG, its Dir
+// holds the logs and the artifact storage, its Root the tools modules hack/tools/flux-*
+// pinning the Flux modules, and its BinDir Binaries.
 type Options struct {
-	// Kubeconfig is an admin kubeconfig of the cluster (the controllers' $KUBECONFIG).
-	Kubeconfig string
-	// RESTConfig is the same cluster, for creating Flux's own objects.
-	RESTConfig *rest.Config
-	// BinDir holds Binaries.
-	BinDir string
-	// Dir is the working directory (logs, artifact storage); it must exist and outlive Stop.
-	Dir string
-	// Root is the repository root (hack/tools/flux-* pin the Flux modules).
-	Root string
-	// Logf receives progress lines; nil means silent.
-	Logf func(format string, args ...any)
+	controlplane.Site
 }
 
 // Flux is a running source-controller and kustomize-controller.
@@ -74,7 +61,7 @@ type Flux struct {
 	opts  Options
 	kc    kubernetes.Interface
 	dc    dynamic.Interface
-	procs []*harnessproc.Process
+	procs harnessproc.Group
 }
 
 // Start installs the CRDs and the namespace and starts source-controller, then
@@ -84,16 +71,11 @@ func Start(ctx context.Context, opts Options) (_ *Flux, err error) {
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
 	}
-	for _, b := range Binaries {
-		if _, err := os.Stat(filepath.Join(opts.BinDir, b)); err != nil {
-			return nil, fmt.Errorf("%w (%s not found in %s)", ErrMissingBinaries, b, opts.BinDir)
-		}
-	}
-	f := &Flux{opts: opts}
-	if f.kc, err = kubernetes.NewForConfig(opts.RESTConfig); err != nil {
+	if err := harnessproc.CheckBinaries(opts.BinDir, Binaries, ErrMissingBinaries); err != nil {
 		return nil, err
 	}
-	if f.dc, err = dynamic.NewForConfig(opts.RESTConfig); err != nil {
+	f := &Flux{opts: opts}
+	if f.kc, f.dc, err = controlplane.NewClients(opts.RESTConfig); err != nil {
 		return nil, err
 	}
 	defer func() {
@@ -114,23 +96,11 @@ func Start(ctx context.Context, opts Options) (_ *Flux, err error) {
 }
 
 // Stop stops every process (SIGTERM, then SIGKILL after 10 s). Safe to call twice.
-func (f *Flux) Stop() {
-	for i := len(f.procs) - 1; i >= 0; i-- {
-		f.procs[i].Stop(10 * time.Second)
-	}
-	f.procs = nil
-}
+func (f *Flux) Stop() { f.procs.Stop(10 * time.Second) }
 
 // LogTail is the last n lines of a controller's log: "source-controller" or
 // "kustomize-controller".
-func (f *Flux) LogTail(name string, n int) string {
-	for _, p := range f.procs {
-		if p.Name() == name {
-			return p.Tail(n)
-		}
-	}
-	return ""
-}
+func (f *Flux) LogTail(name string, n int) string { return f.procs.LogTail(name, n) }
 
 // install creates the CRDs of the pinned modules and the controllers' namespace, and
 // waits until the apiserver serves the kinds the tests create.
@@ -148,46 +118,15 @@ func (f *Flux) install(ctx context.Context) error {
 }
 
 func (f *Flux) installCRDs(ctx context.Context, src crdSource) error {
-	mod, err := moduleDir(ctx, filepath.Join(f.opts.Root, "hack", "tools", src.tools), src.module)
+	mod, err := controlplane.ModuleDirAt(ctx, filepath.Join(f.opts.Root, "hack", "tools", src.tools), src.module)
 	if err != nil {
 		return err
 	}
-	files, err := filepath.Glob(filepath.Join(mod, src.dir, "*.yaml"))
-	if err != nil || len(files) == 0 {
+	crds, err := controlplane.CRDsIn(filepath.Join(mod, src.dir), "*.yaml")
+	if err != nil || len(crds) == 0 {
 		return fmt.Errorf("no CRDs in %s/%s (%v)", mod, src.dir, err)
 	}
-	for _, file := range files {
-		crd, err := readObject(file)
-		if err != nil {
-			return err
-		}
-		if _, err := f.dc.Resource(crdGVR).Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("CRD %s: %w", crd.GetName(), err)
-		}
-	}
-	return nil
-}
-
-// moduleDir returns the module-cache folder of module as the tools module in dir pins it,
-// downloading (and checksum-verifying against that go.sum) it if needed.
-func moduleDir(ctx context.Context, dir, module string) (string, error) {
-	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", module)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("go mod download %s: %w: %s%s", module, err, stderr.String(), out)
-	}
-	var info struct{ Dir, Error string }
-	if err := json.Unmarshal(out, &info); err != nil {
-		return "", fmt.Errorf("go mod download %s: %w", module, err)
-	}
-	if info.Error != "" || info.Dir == "" {
-		return "", fmt.Errorf("go mod download %s: %s", module, info.Error)
-	}
-	return info.Dir, nil
+	return controlplane.CreateCRDs(ctx, f.dc, crds)
 }
 
 // startProcesses starts source-controller (its artifact server on a loopback port it
@@ -212,17 +151,9 @@ func (f *Flux) startProcesses(ctx context.Context) error {
 
 // run starts a controller and waits until its readiness probe on healthAddr answers 200.
 func (f *Flux) run(ctx context.Context, name, healthAddr string, args, env []string) error {
-	p, err := harnessproc.Start(f.opts.Dir, name, filepath.Join(f.opts.BinDir, name), args, env)
-	if err != nil {
-		return err
-	}
-	f.procs = append(f.procs, p)
-	return poll(ctx, func() error {
-		if err := p.Exited(); err != nil {
-			return backoffStop{err}
-		}
-		return ready(ctx, "http://"+healthAddr+"/readyz")
-	})
+	_, err := f.procs.StartReady(ctx, f.opts.Dir, name, filepath.Join(f.opts.BinDir, name), args, env,
+		func() error { return ready(ctx, "http://"+healthAddr+"/readyz") })
+	return err
 }
 
 func ready(ctx context.Context, url string) error {
@@ -241,8 +172,4 @@ func ready(ctx context.Context, url string) error {
 	return nil
 }
 
-func (f *Flux) mkdir(name string) string {
-	d := filepath.Join(f.opts.Dir, name)
-	_ = os.MkdirAll(d, 0o700)
-	return d
-}
+func (f *Flux) mkdir(name string) string { return harnessproc.Subdir(f.opts.Dir, name) }

@@ -34,11 +34,7 @@ func run(m *testing.M) int {
 		return m.Run()
 	}
 	start := time.Now()
-	logf := func(f string, a ...any) {
-		if testing.Verbose() {
-			fmt.Fprintf(os.Stderr, f+"\n", a...)
-		}
-	}
+	logf := controlplane.VerboseLogf
 	stop, err := startAll(logf)
 	if err != nil {
 		if errors.Is(err, controlplane.ErrMissingBinaries) || errors.Is(err, flux.ErrMissingBinaries) {
@@ -57,34 +53,24 @@ func run(m *testing.M) int {
 func startAll(logf func(string, ...any)) (func(), error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	c, err := controlplane.Start(ctx, controlplane.Options{Name: "flux", Workloads: true, Logf: logf})
-	if err != nil {
-		return nil, err
-	}
-	dir, err := os.MkdirTemp("", "cma-flux-")
-	if err == nil {
-		err = os.MkdirAll(filepath.Join(dir, "git"), 0o700)
-	}
-	var root string
-	if err == nil {
-		root, err = controlplane.RepoRoot()
-	}
-	if err == nil {
-		var f *flux.Flux
-		f, err = flux.Start(ctx, flux.Options{Kubeconfig: c.Kubeconfig(), RESTConfig: c.RESTConfig(),
-			BinDir: c.BinDir(), Dir: dir, Root: root, Logf: logf})
-		if err == nil {
-			var g *flux.GitServer
-			if g, err = flux.ServeGit(filepath.Join(dir, "git")); err == nil {
-				cp, fx, git, gitRoot = c, f, g, filepath.Join(dir, "git")
-				return func() { _ = g.Close(); f.Stop(); _ = c.Stop(); _ = os.RemoveAll(dir) }, nil
+	c, stop, err := controlplane.StartBeside(ctx, controlplane.Options{Name: "flux", Workloads: true, Logf: logf}, "cma-flux-",
+		func(site controlplane.Site) (func(), error) {
+			gitDir := filepath.Join(site.Dir, "git")
+			if err := os.MkdirAll(gitDir, 0o700); err != nil {
+				return nil, err
 			}
-			f.Stop()
-		}
-	}
-	_ = c.Stop()
-	if dir != "" {
-		_ = os.RemoveAll(dir)
-	}
-	return nil, err
+			f, err := flux.Start(ctx, flux.Options{Site: site})
+			if err != nil {
+				return nil, err
+			}
+			g, err := flux.ServeGit(gitDir)
+			if err != nil {
+				f.Stop()
+				return nil, err
+			}
+			fx, git, gitRoot = f, g, gitDir
+			return func() { _ = g.Close(); f.Stop() }, nil
+		})
+	cp = c
+	return stop, err
 }

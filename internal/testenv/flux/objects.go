@@ -2,10 +2,7 @@ package flux
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -13,15 +10,16 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
+
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/harnessproc"
 )
 
 // The Flux kinds the tests create.
 var (
 	GitRepositoryGVR = schema.GroupVersionResource{Group: "source.toolkit.fluxcd.io", Version: "v1", Resource: "gitrepositories"}
 	KustomizationGVR = schema.GroupVersionResource{Group: "kustomize.toolkit.fluxcd.io", Version: "v1", Resource: "kustomizations"}
-	crdGVR           = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 )
 
 // ReconcileAnnotation asks a Flux object for a reconcile now, as `flux reconcile` does:
@@ -165,50 +163,12 @@ func (s Status) InventoryNames(ns, kind, prefix string) []string {
 
 // waitServed waits until the apiserver serves the kinds the tests create.
 func waitServed(ctx context.Context, dc dynamic.Interface) error {
-	for _, gvr := range []schema.GroupVersionResource{GitRepositoryGVR, KustomizationGVR} {
-		if err := poll(ctx, func() error {
-			_, err := dc.Resource(gvr).Namespace(Namespace).List(ctx, metav1.ListOptions{Limit: 1})
-			return err
-		}); err != nil {
-			return fmt.Errorf("waiting for %s: %w", gvr.Resource, err)
-		}
-	}
-	return nil
+	return controlplane.WaitServed(ctx, dc, Namespace, func(check func() error) error { return poll(ctx, check) },
+		GitRepositoryGVR, KustomizationGVR)
 }
 
-func readObject(path string) (*unstructured.Unstructured, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var m map[string]any
-	if err := utilyaml.NewYAMLOrJSONDecoder(f, 64*1024).Decode(&m); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return &unstructured.Unstructured{Object: m}, nil
-}
-
-// backoffStop ends a poll at once with its error.
-type backoffStop struct{ error }
-
-// poll calls check every 100 ms until it returns nil, a backoffStop, or ctx ends.
+// poll calls check every 100 ms until it returns nil, a harnessproc.StopPolling, or ctx
+// ends.
 func poll(ctx context.Context, check func() error) error {
-	t := time.NewTicker(100 * time.Millisecond)
-	defer t.Stop()
-	for {
-		err := check()
-		if err == nil {
-			return nil
-		}
-		var stop backoffStop
-		if errors.As(err, &stop) {
-			return stop.error
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
-		case <-t.C:
-		}
-	}
+	return harnessproc.Poll(ctx, 100*time.Millisecond, check)
 }

@@ -126,28 +126,14 @@ func (w *world) current(want string) *appsv1.ReplicaSet {
 	w.T.Helper()
 	var rs *appsv1.ReplicaSet
 	w.Eventually("the Rollout healthy on "+want, func() error {
-		ro, err := argorollouts.Get(w.Ctx, w.Dynamic, w.NS, "web")
-		if err != nil {
+		var err error
+		if rs, err = argorollouts.CurrentReplicaSet(w.Ctx, w.Dynamic, w.Kube, w.NS, "web"); err != nil {
 			return err
 		}
-		st := argorollouts.StatusOf(ro)
-		if !st.Healthy() {
-			return fmt.Errorf("rollout not healthy: %s", st)
+		if cms := argorollouts.ConfigMapsOf(rs.Spec.Template.Spec); len(cms) != 1 || cms[0] != want {
+			return fmt.Errorf("ReplicaSet %s uses %v", rs.Name, cms)
 		}
-		list, err := w.Kube.AppsV1().ReplicaSets(w.NS).List(w.Ctx, metav1.ListOptions{})
-		if err != nil {
-			return err
-		}
-		for i := range list.Items {
-			if argorollouts.Hash(&list.Items[i]) == st.CurrentPodHash {
-				rs = &list.Items[i]
-				if cms := argorollouts.ConfigMapsOf(rs.Spec.Template.Spec); len(cms) != 1 || cms[0] != want {
-					return fmt.Errorf("ReplicaSet %s uses %v", rs.Name, cms)
-				}
-				return nil
-			}
-		}
-		return fmt.Errorf("no ReplicaSet with hash %s", st.CurrentPodHash)
+		return nil
 	})
 	return rs
 }

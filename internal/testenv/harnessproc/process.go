@@ -1,6 +1,7 @@
-// Package harnessproc starts the upstream programs of the development harness (Argo CD,
-// External Secrets, Flux) as local processes, each in its own process group and logging to
-// a file, so that nothing outlives a run.
+// Package harnessproc starts the upstream programs of the development harness (the local
+// control plane's etcd, kube-apiserver and controllers; Argo CD, External Secrets, Flux)
+// as local processes, each in its own process group and logging to a file, so that
+// nothing outlives a run.
 package harnessproc
 
 import (
@@ -48,19 +49,31 @@ func Start(dir, name, bin string, args, env []string) (*Process, error) {
 	return p, nil
 }
 
-// Exited returns an error once the process has ended.
+// Exited returns an error once the process has ended, with the log's tail.
 func (p *Process) Exited() error {
+	if ended, err := p.Ended(); ended {
+		return fmt.Errorf("%s exited: %v\n%s", p.name, err, p.Tail(20))
+	}
+	return nil
+}
+
+// Ended reports whether the process has ended and, if so, how (what exec.Cmd.Wait
+// returned: nil for exit status 0).
+func (p *Process) Ended() (bool, error) {
 	select {
 	case <-p.done:
-		return fmt.Errorf("%s exited: %v\n%s", p.name, p.err, p.Tail(20))
+		return true, p.err
 	default:
-		return nil
+		return false, nil
 	}
 }
 
+// Args are the arguments the process was started with (for a restart).
+func (p *Process) Args() []string { return append([]string(nil), p.cmd.Args[1:]...) }
+
 // Stop sends SIGTERM to the process group, then SIGKILL after grace.
 func (p *Process) Stop(grace time.Duration) {
-	if p.Exited() != nil {
+	if ended, _ := p.Ended(); ended {
 		return
 	}
 	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)

@@ -24,13 +24,9 @@ type CutProxy struct {
 // ends.
 func NewCutProxy(t testing.TB, target string) *CutProxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("cut proxy: %v", err)
-	}
-	p := &CutProxy{target: target, ln: ln, conns: map[net.Conn]bool{}}
-	go p.serve()
-	t.Cleanup(func() { _ = ln.Close(); p.Cut() })
+	p := &CutProxy{target: target, conns: map[net.Conn]bool{}}
+	p.ln = serveLoopback(t, "cut proxy", p.forward)
+	t.Cleanup(func() { _ = p.ln.Close(); p.Cut() })
 	return p
 }
 
@@ -55,17 +51,27 @@ func (p *CutProxy) Heal() {
 	p.cut = false
 }
 
-func (p *CutProxy) serve() {
-	for {
-		c, err := p.ln.Accept()
-		if errors.Is(err, net.ErrClosed) {
-			return
-		}
-		if err != nil {
-			continue
-		}
-		go p.forward(c)
+// serveLoopback listens on a free loopback port and hands every connection to handle
+// (each in a goroutine of its own) until the listener is closed.
+func serveLoopback(t testing.TB, what string, handle func(net.Conn)) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
 	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			if err != nil {
+				continue
+			}
+			go handle(c)
+		}
+	}()
+	return ln
 }
 
 func (p *CutProxy) forward(c net.Conn) {

@@ -1,7 +1,6 @@
 package testfix
 
 import (
-	"errors"
 	"io"
 	"net"
 	"sync"
@@ -26,13 +25,9 @@ type HangProxy struct {
 // ends.
 func NewHangProxy(t testing.TB, target string) *HangProxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("hang proxy: %v", err)
-	}
-	p := &HangProxy{target: target, ln: ln, conns: map[net.Conn]bool{}}
-	go p.serve()
-	t.Cleanup(func() { _ = ln.Close(); p.closeAll() })
+	p := &HangProxy{target: target, conns: map[net.Conn]bool{}}
+	p.ln = serveLoopback(t, "hang proxy", p.forward)
+	t.Cleanup(func() { _ = p.ln.Close(); p.closeAll() })
 	return p
 }
 
@@ -56,19 +51,6 @@ func (p *HangProxy) closeAll() {
 		_ = c.Close()
 	}
 	clear(p.conns)
-}
-
-func (p *HangProxy) serve() {
-	for {
-		c, err := p.ln.Accept()
-		if errors.Is(err, net.ErrClosed) {
-			return
-		}
-		if err != nil {
-			continue
-		}
-		go p.forward(c)
-	}
 }
 
 func (p *HangProxy) forward(c net.Conn) {
