@@ -18,8 +18,10 @@ import (
 // rsName (0 replicas) whose pod template mounts cm, and returns the ReplicaSet and a
 // function reading cm's owner UIDs live. The ConfigMap is listed by the ReplicaSet's
 // annotation, not labelled, and created before it: a running service's revision side
-// sees it with no ReplicaSet listing it yet and leaves it alone, so only an event
-// attaches it and a test sees which cluster an event went to.
+// usually sees it with no ReplicaSet listing it yet and leaves it alone, but may find the
+// ReplicaSet already there and attach it to that cluster's own ReplicaSet. A test that
+// asks which cluster an event went to checks the owner's UID, not that the other
+// cluster's copy has no owner.
 func ListedFixture(t testing.TB, cp *controlplane.ControlPlane, ns, rsName, cm string) (*appsv1.ReplicaSet, func(*testing.T) []string) {
 	t.Helper()
 	ctx := context.Background()
