@@ -72,6 +72,7 @@ type Cache struct {
 	dynamic dynamicinformer.DynamicSharedInformerFactory
 
 	rsInf  toolscache.SharedIndexInformer
+	rsFan  fanout // its one handler registration: arrivals, and ReplicaSetInformer's handlers
 	depInf toolscache.SharedIndexInformer
 	// userInfs are the ControllerRevision, StatefulSet, DaemonSet, Job, CronJob and Pod
 	// informers, lean (see Lean) and indexed by the config objects they use.

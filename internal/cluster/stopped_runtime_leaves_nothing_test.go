@@ -60,13 +60,14 @@ func TestStoppedRuntimeLeavesNoGoroutineAndAnIdleOneFew(t *testing.T) {
 	rt.Sweeper.Trigger(ns) // due in gc.DefaultTriggerDelay: a timer at the stop
 	// The watches: ReplicaSets, Deployments, ConfigMaps and, with the CRD, Rollouts (the
 	// user informers start with the first attach or sweep of revisions, and there are
-	// none), about 8 goroutines each, their 3 handlers (2 each: client-go's listeners), and
-	// 5 more: the watchers' two loops, the periodic sweeper, the connection, one spare.
+	// none), about 8 goroutines each, 2 handler registrations (2 goroutines each: client-go's
+	// listeners; the ReplicaSet watcher shares the cache's), and 5 more: the watchers' two
+	// loops, the periodic sweeper, the connection, one spare.
 	watches := 3
 	if rl, err := cp.Client().Discovery().ServerResourcesForGroupVersion(core.RolloutGroup + "/" + core.RolloutVersion); err == nil && len(rl.APIResources) > 0 {
 		watches++
 	}
-	budget := 8*watches + 3*2 + 5
+	budget := 8*watches + 2*2 + 5
 	controlplane.Eventually(t, 30*time.Second, "the start-up replays done", func() error {
 		if rt.Sweeper.IsLeader() && len(rt.Caches) == 1 && rt.Caches[0].HasSynced() {
 			return nil
