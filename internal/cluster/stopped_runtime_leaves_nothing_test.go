@@ -74,9 +74,15 @@ func TestStoppedRuntimeLeavesNoGoroutineAndAnIdleOneFew(t *testing.T) {
 		}
 		return fmt.Errorf("not started")
 	})
-	n := settledGoroutines() - base
-	t.Logf("the idle cluster runs %d goroutines (%d watches)", n, watches)
-	require.LessOrEqual(t, n, budget, "goroutines of an idle cluster")
+	controlplane.Eventually(t, 30*time.Second, "the idle cluster within its budget", func() error {
+		// Eventually: a timer's goroutine at work (the Rollout API's look) is not the cost.
+		n := settledGoroutines() - base
+		t.Logf("the idle cluster runs %d goroutines (%d watches)", n, watches)
+		if n > budget {
+			return fmt.Errorf("%d goroutines for an idle cluster, budget %d", n, budget)
+		}
+		return nil
+	})
 
 	stop()
 	<-done
