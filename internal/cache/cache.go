@@ -212,13 +212,16 @@ func (c *Cache) Run(ctx context.Context) error {
 	return nil
 }
 
-// pollRollouts looks for the Argo Rollouts API now, on a timer's goroutine, and again
-// every Options.RolloutPoll until the informer has started or Run ends.
+// pollRollouts looks for the Argo Rollouts API now, before the ReplicaSet informer starts
+// (so the cache cannot be in sync before the first look has returned: Users would answer
+// without the Rollouts of a cluster that has them), and then on a timer's goroutine every
+// Options.RolloutPoll until the informer has started or Run ends.
 func (c *Cache) pollRollouts() *time.Timer {
+	c.tryStartRollouts()
 	c.rolloutMu.Lock() // the timer is set before its first look reads it
 	defer c.rolloutMu.Unlock()
 	var t *time.Timer
-	t = time.AfterFunc(0, func() {
+	t = time.AfterFunc(c.opts.RolloutPoll, func() {
 		c.tryStartRollouts()
 		c.rolloutMu.Lock()
 		defer c.rolloutMu.Unlock()
@@ -226,6 +229,9 @@ func (c *Cache) pollRollouts() *time.Timer {
 			t.Reset(c.opts.RolloutPoll)
 		}
 	})
+	if c.rollouts.Load() != nil {
+		t.Stop() // found at once
+	}
 	return t
 }
 

@@ -28,16 +28,16 @@ func newTimerDelaying(q workqueue.TypedInterface[string]) *timerDelaying {
 
 // AddAfter adds key once d has passed (at once when d is not positive).
 func (q *timerDelaying) AddAfter(key string, d time.Duration) {
-	if q.ShuttingDown() {
-		return
-	}
 	if d <= 0 {
-		q.Add(key)
+		q.Add(key) // dropped once shut down
 		return
 	}
 	at := time.Now().Add(d)
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.ShuttingDown() { // under mu: a ShutDown after this stops the timer set below
+		return
+	}
 	if w, ok := q.waiting[key]; ok {
 		if !at.Before(w.at) || !w.t.Stop() {
 			return // it waits for an earlier time already (or is being added now)
