@@ -72,6 +72,7 @@ type Cache struct {
 	dynamic dynamicinformer.DynamicSharedInformerFactory
 
 	rsInf  toolscache.SharedIndexInformer
+	rsFan  fanout // its one handler registration: arrivals, and ReplicaSetInformer's handlers
 	depInf toolscache.SharedIndexInformer
 	// userInfs are the ControllerRevision, StatefulSet, DaemonSet, Job, CronJob and Pod
 	// informers, lean (see Lean) and indexed by the config objects they use.
@@ -86,9 +87,12 @@ type Cache struct {
 	secInf       toolscache.SharedIndexInformer
 	synced       []toolscache.InformerSynced
 
-	rollouts     atomic.Pointer[toolscache.SharedIndexInformer]
-	rolloutMu    sync.Mutex      // serialises tryStartRollouts
-	runDone      <-chan struct{} // Run's ctx.Done(): the Rollout informer runs as long
+	rollouts  atomic.Pointer[toolscache.SharedIndexInformer]
+	rolloutMu sync.Mutex // serialises tryStartRollouts
+	// runCtx is Run's context while Run is running (nil before and once it is ending):
+	// the Rollout informer runs on it, and rolloutWG waits for that informer.
+	runCtx       context.Context
+	rolloutWG    sync.WaitGroup
 	absentMu     sync.Mutex
 	absentAt     time.Time // when the Argo Rollouts API was last confirmed absent
 	running      atomic.Bool
@@ -182,48 +186,74 @@ func StripManagedFields(obj any) (any, error) {
 // Run starts the informers and blocks until ctx ends. The Argo Rollouts informer starts
 // when the rollouts.argoproj.io resource is served (checked now, then every
 // Options.RolloutPoll). Run returns nil when ctx ends.
+//
+// An idle cache costs as few goroutines as client-go allows (docs/design.md, "Per-cluster
+// cost"): every informer runs on ctx itself (the factory's Start would run each on a
+// context made from ctx.Done(), a goroutine more each), Run's own goroutine runs the
+// first informer, and the look for the Argo Rollouts API is a timer, not a goroutine.
 func (c *Cache) Run(ctx context.Context) error {
 	if !c.running.CompareAndSwap(false, true) {
 		return errors.New("cache: Run called twice")
 	}
 	c.rolloutMu.Lock()
-	c.runDone = ctx.Done()
+	c.runCtx = ctx
 	c.rolloutMu.Unlock()
-	// Every informer runs on ctx itself: the factory's Start would run each on a context
-	// made from ctx.Done(), and each such context costs a goroutine of its own for the
-	// life of the informer (docs/design.md, "Per-cluster cost").
+	eager := c.eager()
 	var wg sync.WaitGroup
-	for _, inf := range c.eager() {
+	for _, inf := range eager[1:] {
 		wg.Go(func() { inf.RunWithContext(ctx) })
 	}
 	defer wg.Wait()
 	defer c.runUsers(ctx)() // the user informers start on demand (lazyUsers)
-	defer c.dynamic.Shutdown()
+	poll := c.pollRollouts()
+	defer poll.Stop()
+	defer c.endRollouts()        // before the timer's Stop: a look under way re-arms it no more
+	eager[0].RunWithContext(ctx) // returns once ctx has ended
+	return nil
+}
 
-	t := time.NewTicker(c.opts.RolloutPoll)
-	defer t.Stop()
-	for {
-		if c.rollouts.Load() == nil {
-			c.tryStartRollouts(ctx)
+// pollRollouts looks for the Argo Rollouts API now, before the ReplicaSet informer starts
+// (so the cache cannot be in sync before the first look has returned: Users would answer
+// without the Rollouts of a cluster that has them), and then on a timer's goroutine every
+// Options.RolloutPoll until the informer has started or Run ends.
+func (c *Cache) pollRollouts() *time.Timer {
+	c.tryStartRollouts()
+	c.rolloutMu.Lock() // the timer is set before its first look reads it
+	defer c.rolloutMu.Unlock()
+	var t *time.Timer
+	t = time.AfterFunc(c.opts.RolloutPoll, func() {
+		c.tryStartRollouts()
+		c.rolloutMu.Lock()
+		defer c.rolloutMu.Unlock()
+		if c.rollouts.Load() == nil && c.runCtx != nil {
+			t.Reset(c.opts.RolloutPoll)
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
+	})
+	if c.rollouts.Load() != nil {
+		t.Stop() // found at once
 	}
+	return t
+}
+
+// endRollouts lets no Rollout informer start any more and waits for the one running.
+func (c *Cache) endRollouts() {
+	c.rolloutMu.Lock()
+	c.runCtx = nil // no start after this
+	c.rolloutMu.Unlock()
+	c.rolloutWG.Wait()
 }
 
 // tryStartRollouts looks for the Argo Rollouts API (one discovery GET) and starts the
 // Rollout informer, for the life of Run, when it is served. It reports whether the look
 // got an answer (served or absent).
-func (c *Cache) tryStartRollouts(ctx context.Context) bool {
+func (c *Cache) tryStartRollouts() bool {
 	c.rolloutMu.Lock()
 	defer c.rolloutMu.Unlock()
 	if c.rollouts.Load() != nil {
 		return true
 	}
-	if c.runDone == nil {
+	ctx := c.runCtx
+	if ctx == nil || ctx.Err() != nil {
 		return false // not running: nothing may be started
 	}
 	rl, err := c.clients.Kube.Discovery().ServerResourcesForGroupVersion(core.RolloutGroup + "/" + core.RolloutVersion)
@@ -243,7 +273,7 @@ func (c *Cache) tryStartRollouts(ctx context.Context) bool {
 			if err := inf.AddIndexers(toolscache.Indexers{UsesIndex: usesIndexFunc, WorkloadRefIndex: workloadRefIndexFunc, ListedIndex: listedIndexFunc}); err != nil {
 				c.log.Warn("Rollout informer indexes", "err", err)
 			}
-			c.dynamic.Start(c.runDone)
+			c.rolloutWG.Go(func() { inf.RunWithContext(ctx) }) // not the factory's Start: see Run
 			c.rollouts.Store(&inf)
 			c.log.Info("Argo Rollouts API found: caching Rollouts")
 			return true

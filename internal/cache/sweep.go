@@ -40,7 +40,7 @@ func (c *Cache) Workloads(ctx context.Context, namespace string) ([]any, bool) {
 	}
 	inf := c.rollouts.Load()
 	if inf == nil {
-		if !c.rolloutsAbsent(ctx) {
+		if !c.rolloutsAbsent() {
 			return out, false
 		}
 		return out, true
@@ -75,13 +75,13 @@ func decodedByNamespace(inf toolscache.SharedIndexInformer, namespace string) ([
 // rolloutsAbsent reports whether the Argo Rollouts API was confirmed absent lately; it
 // looks again (starting the informer if the API appeared) when the last look is older
 // than absentCheckEvery.
-func (c *Cache) rolloutsAbsent(ctx context.Context) bool {
+func (c *Cache) rolloutsAbsent() bool {
 	c.absentMu.Lock()
 	defer c.absentMu.Unlock()
 	if time.Since(c.absentAt) < absentCheckEvery {
 		return true
 	}
-	if !c.tryStartRollouts(ctx) {
+	if !c.tryStartRollouts() {
 		return false // the look failed: unknown
 	}
 	if c.rollouts.Load() != nil {

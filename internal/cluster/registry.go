@@ -408,22 +408,15 @@ func (r *Registry) startOwnedLocked(m *member) {
 	done := make(chan struct{})
 	m.cancel, m.done = cancel, done
 	rt := m.rt
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
+	r.wg.Add(1)
+	go func() { // the cluster's one goroutine of its own: its probe is a timer (probes)
+		defer r.wg.Done()
+		stopProbes := r.probes(ctx, m)
 		if err := rt.Run(ctx); err != nil && ctx.Err() == nil {
 			log.Error("per-cluster work failed", "error", err)
 		}
-	}()
-	go func() {
-		defer wg.Done()
-		r.probeLoop(ctx, m)
-	}()
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		wg.Wait()
+		<-ctx.Done() // probed until the stop, even if its work failed
+		stopProbes()
 		close(done) // not m.done: a release clears it (ownership.go)
 	}()
 	r.dir.set(m.c.Spec.Name, route{rt: rt, health: m.down})
@@ -438,16 +431,29 @@ func (m *member) down() (bool, string) {
 	return m.probed && !m.reachable, m.probeErr
 }
 
-func (r *Registry) probeLoop(ctx context.Context, m *member) {
-	t := time.NewTicker(r.opts.ProbeInterval)
-	defer t.Stop()
-	for {
-		r.probe(ctx, m)
-		select {
-		case <-ctx.Done():
+// probes probes m now and every ProbeInterval after the previous probe until ctx ends,
+// each on a timer's goroutine: no goroutine waits between probes (docs/design.md,
+// "Per-cluster cost"). stop, called once ctx has ended, waits for a probe under way.
+func (r *Registry) probes(ctx context.Context, m *member) (stop func()) {
+	var mu sync.Mutex // held by a probe; stopped under it
+	stopped := false
+	var t *time.Timer
+	mu.Lock()
+	defer mu.Unlock()
+	t = time.AfterFunc(0, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped || ctx.Err() != nil {
 			return
-		case <-t.C:
 		}
+		r.probe(ctx, m)
+		t.Reset(r.opts.ProbeInterval)
+	})
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		t.Stop()
 	}
 }
 

@@ -227,24 +227,48 @@ func (rt *Runtime) Run(ctx context.Context) error {
 		return nil // stopped before its start-up
 	}
 	defer release()
-	g, gctx := errgroup.WithContext(ctx)
-	for _, c := range rt.Caches {
-		g.Go(func() error {
-			if err := c.Run(gctx); err != nil {
-				rt.log.Error("cache stopped", "error", err)
-			}
-			return nil
-		})
-	}
-	g.Go(func() error {
-		if err := rt.runParts(gctx, release); err != nil && gctx.Err() == nil {
+	parts := make([]func(context.Context) error, 0, len(rt.Caches)+1)
+	parts = append(parts, func(ctx context.Context) error {
+		if err := rt.runParts(ctx, release); err != nil && ctx.Err() == nil {
 			rt.log.Error("cluster work failed", "error", err)
 			return err
 		}
 		return nil
 	})
-	err := g.Wait()
+	for _, c := range rt.Caches {
+		parts = append(parts, func(ctx context.Context) error {
+			if err := c.Run(ctx); err != nil {
+				rt.log.Error("cache stopped", "error", err)
+			}
+			return nil
+		})
+	}
+	err := runAll(ctx, parts...)
 	rt.log.Debug("cluster runtime stopped")
+	return err
+}
+
+// runAll runs parts until ctx ends or one fails (which cancels the others), and returns
+// the first error once all have returned. Its own goroutine runs the last part, the
+// others get one each: an errgroup's Wait would cost one more goroutine for the life of
+// every cluster (docs/design.md, "Per-cluster cost").
+func runAll(ctx context.Context, parts ...func(context.Context) error) error {
+	if len(parts) == 0 {
+		return nil
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	ctx, cancel := context.WithCancel(gctx)
+	defer cancel()
+	for _, p := range parts[:len(parts)-1] {
+		g.Go(func() error { return p(ctx) })
+	}
+	err := parts[len(parts)-1](ctx)
+	if err != nil {
+		cancel() // its failure stops the others, as a failure of one of theirs does
+	}
+	if gerr := g.Wait(); gerr != nil {
+		return gerr
+	}
 	return err
 }
 
@@ -260,15 +284,22 @@ func (rt *Runtime) runParts(ctx context.Context, started func()) error {
 	if err != nil {
 		return err
 	}
-	g, gctx := errgroup.WithContext(ctx)
+	// The parts that run until the stop come last (runAll runs the last on this goroutine).
+	parts := make([]func(context.Context) error, 0, len(watchers)+2)
+	if len(watchers) > 0 {
+		parts = append(parts, func(ctx context.Context) error { releaseAfterReplay(ctx, rt.log, watchers); return nil })
+	}
 	for _, w := range watchers {
-		g.Go(func() error { return w.Run(gctx) })
+		parts = append(parts, w.Run)
 	}
-	g.Go(func() error { releaseAfterReplay(gctx, rt.log, watchers); return nil })
 	if rt.Sweeper != nil && rt.opts.GC.Interval > 0 {
-		g.Go(func() error { return rt.Sweeper.Run(gctx) })
+		parts = append(parts, rt.Sweeper.Run)
 	}
-	return g.Wait()
+	if len(parts) == 0 {
+		<-ctx.Done() // the caches alone: nothing else runs until the stop
+		return nil
+	}
+	return runAll(ctx, parts...)
 }
 
 // watchers builds the watchers of each cache: the revision side always, the ReplicaSet

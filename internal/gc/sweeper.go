@@ -17,7 +17,6 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 )
@@ -113,9 +112,7 @@ type Sweeper struct {
 
 	nsLocks sync.Map // namespace -> *sync.Mutex
 
-	mu      sync.Mutex
-	pending map[string]bool
-	wake    chan struct{}
+	trig triggers // Trigger's sweeps (triggers.go)
 }
 
 // NewSweeper validates cfg and returns a Sweeper. Errors wrap core.ErrInvalid.
@@ -161,7 +158,7 @@ func NewSweeper(cfg Config) (*Sweeper, error) {
 		log = slog.Default()
 	}
 	log = log.With("component", "gc")
-	return &Sweeper{cfg: cfg, log: log, pending: map[string]bool{}, wake: make(chan struct{}, 1),
+	return &Sweeper{cfg: cfg, log: log, trig: newTriggers(),
 		exec: &Executor{Cluster: cfg.Cluster, Client: cfg.Client, Metadata: cfg.Metadata, Attacher: cfg.Attacher, AllowSecrets: cfg.AllowSecrets,
 			Recorder: cfg.Recorder, Metrics: cfg.Metrics, Logger: log, ServerDryRun: cfg.ServerDryRun, Parallel: cfg.Parallel}}, nil
 }
@@ -298,33 +295,14 @@ func (s *Sweeper) SweepAll(ctx context.Context) ([]*Report, error) {
 	return reps, errors.Join(errs...)
 }
 
-// Trigger asks for a sweep of namespace ns soon ("after an attach in that namespace",
-// trigger spec operation: gc). It never blocks; the sweep runs Config.TriggerDelay
-// later, and the requests for that namespace meanwhile coalesce into it. Triggered sweeps run on every replica (deletes are
-// protected by preconditions), not only on the leader.
-func (s *Sweeper) Trigger(ns string) {
-	s.mu.Lock()
-	s.pending[ns] = true
-	s.mu.Unlock()
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
-}
-
 // Run sweeps every Config.Interval (first sweep at once) until ctx ends, and runs
 // triggered sweeps as they come. With Config.LeaderElection the periodic sweeps run
 // only while this replica holds the Lease; it keeps campaigning after losing it. Run
 // returns nil when ctx is cancelled; sweep failures are logged and retried next
 // interval, never returned.
 func (s *Sweeper) Run(ctx context.Context) error {
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		s.triggered(ctx)
-	}()
-	defer wg.Wait()
+	s.startTriggers(ctx)
+	defer s.endTriggers()
 	if s.cfg.LeaderElection == nil {
 		s.leader.Store(true)
 		defer s.leader.Store(false)
@@ -401,39 +379,6 @@ func (s *Sweeper) periodic(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-	}
-}
-
-// triggered runs the sweeps Trigger asks for, one at a time: a namespace is swept
-// TriggerDelay after its first trigger, and the triggers meanwhile (a burst of attaches)
-// coalesce into that one sweep.
-func (s *Sweeper) triggered(ctx context.Context) {
-	q := workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{Name: "gc-triggered"})
-	go func() {
-		defer q.ShutDown()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-s.wake:
-			}
-			s.mu.Lock()
-			for ns := range s.pending {
-				q.AddAfter(ns, s.cfg.TriggerDelay)
-			}
-			s.pending = map[string]bool{}
-			s.mu.Unlock()
-		}
-	}()
-	for {
-		ns, shutdown := q.Get()
-		if shutdown {
-			return
-		}
-		if ctx.Err() == nil {
-			_, _ = s.SweepNamespace(ctx, ns) // logged there
-		}
-		q.Done(ns)
 	}
 }
 

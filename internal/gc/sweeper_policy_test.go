@@ -105,3 +105,45 @@ func TestNegativeTriggerDelayIsInvalid(t *testing.T) {
 	_, err := gc.NewSweeper(gc.Config{Client: fake.NewClientset(), Source: &countingSource{}, TriggerDelay: -time.Second})
 	require.ErrorIs(t, err, core.ErrInvalid)
 }
+
+// A trigger before Run is swept once Run runs; a sweep still due when Run stops is
+// dropped (the next start or the periodic sweep covers it), none runs after Run has
+// returned, and a trigger after the stop waits for the next Run (docs/design.md,
+// "Per-cluster cost": the triggered sweeps are timers, not goroutines).
+func TestTriggeredSweepsRunOnlyWhileTheSweeperRuns(t *testing.T) {
+	src := &countingSource{}
+	sw, err := gc.NewSweeper(gc.Config{Client: fake.NewClientset(), Source: src, Namespaces: []string{"periodic"},
+		Interval: time.Hour, TriggerDelay: 50 * time.Millisecond})
+	require.NoError(t, err)
+	sw.Trigger("early")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- sw.Run(ctx) }()
+	controlplane.Eventually(t, 10*time.Second, "the trigger before Run swept", func() error {
+		if n := src.snapshots("early"); n != 1 {
+			return fmt.Errorf("%d sweeps of early", n)
+		}
+		return nil
+	})
+	slow, err := gc.NewSweeper(gc.Config{Client: fake.NewClientset(), Source: src, Namespaces: []string{"periodic"},
+		Interval: time.Hour, TriggerDelay: time.Hour})
+	require.NoError(t, err)
+	slowCtx, slowCancel := context.WithCancel(context.Background())
+	slowDone := make(chan error, 1)
+	go func() { slowDone <- slow.Run(slowCtx) }()
+	controlplane.Eventually(t, 10*time.Second, "the periodic sweeps begun", func() error {
+		if !slow.IsLeader() {
+			return fmt.Errorf("not running")
+		}
+		return nil
+	})
+	slow.Trigger("due-at-stop")
+	slowCancel()
+	require.NoError(t, <-slowDone, "Run returns at once: the due sweep is dropped, not waited for")
+	cancel()
+	require.NoError(t, <-done)
+	sw.Trigger("after-stop")
+	time.Sleep(200 * time.Millisecond) // four trigger delays: a sweep would have run
+	assert.Zero(t, src.snapshots("due-at-stop"), "a sweep due at the stop ran")
+	assert.Zero(t, src.snapshots("after-stop"), "a trigger after the stop was swept without Run")
+}

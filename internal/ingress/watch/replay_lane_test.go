@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/dispatch"
@@ -74,13 +75,16 @@ func TestChangeDuringReplayGoesFirst(t *testing.T) {
 			return err
 		}, "new", replayed + 1},
 		{"changed while waiting in the replay", func(ctx context.Context, kc kubernetes.Interface, ns string) error {
-			rs, err := kc.AppsV1().ReplicaSets(ns).Get(ctx, fmt.Sprintf("rs-%02d", replayed-1), metav1.GetOptions{})
-			if err != nil {
+			// On conflict again: the ReplicaSet controller writes a new ReplicaSet's status.
+			return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				rs, err := kc.AppsV1().ReplicaSets(ns).Get(ctx, fmt.Sprintf("rs-%02d", replayed-1), metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				rs.Labels = map[string]string{"changed": "true"}
+				_, err = kc.AppsV1().ReplicaSets(ns).Update(ctx, rs, metav1.UpdateOptions{})
 				return err
-			}
-			rs.Labels = map[string]string{"changed": "true"}
-			_, err = kc.AppsV1().ReplicaSets(ns).Update(ctx, rs, metav1.UpdateOptions{})
-			return err
+			})
 		}, fmt.Sprintf("rs-%02d", replayed-1), replayed},
 	}
 	for i, tc := range cases {

@@ -73,6 +73,11 @@ type Watcher struct {
 	mu       sync.Mutex
 	handled  int64
 	replayed chan struct{} // closed once the start-up replay is handled (Replayed)
+	resync   struct {      // the periodic repair's timer (resyncs)
+		mu      sync.Mutex
+		t       *time.Timer
+		stopped bool
+	}
 }
 
 // feed is one informer of a Watcher and its role's rules for its objects.
@@ -121,7 +126,7 @@ func newWatcher(component string, feeds map[string]feed, d Dispatcher, opts Opti
 	base := workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[string]{Name: name, Queue: w.lanes})
 	w.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: name,
-			DelayingQueue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{Name: name, Queue: base})})
+			DelayingQueue: newTimerDelaying(base)})
 	return w, nil
 }
 
@@ -184,19 +189,42 @@ func (w *Watcher) Run(ctx context.Context) error {
 	// The start-up pass begins before the first key is taken: a change the workers
 	// handle before the pass reads the stores is not replayed again.
 	w.lanes.beginPass()
-	workers := make(chan struct{})
-	go func() { defer close(workers); w.runWorkers(ctx, work) }()
 	replaying := make(chan struct{})
 	go func() { defer close(replaying); w.replayLoop(ctx) }()
-	defer func() { <-replaying }() // the replay stops with ctx (lanes.waitRoom): Run outlives it
-	<-ctx.Done()
-	// Queued objects are dropped, not drained: the watcher is level-triggered, and the
-	// next start (or another replica's resync) handles them.
-	w.queue.ShutDown() // with ctx done, workers take no new item (ShutDown alone would hand out the rest)
-	stop := time.AfterFunc(w.opts.StopGrace, cancelWork)
-	defer stop.Stop()
-	<-workers
+	defer func() { <-replaying; w.stopResyncs() }() // a replay stops with ctx (lanes.waitRoom): Run outlives it
+	defer w.stopOnDone(ctx, cancelWork)()
+	w.runWorkers(ctx, work) // until the queue is shut down, then the keys in progress
 	return nil
+}
+
+// stopOnDone shuts the queue down once ctx (Run's) has ended and gives the work in
+// progress StopGrace before cancelWork. Queued objects are dropped, not drained: the
+// watcher is level-triggered, and the next start (or another replica's resync) handles
+// them; with ctx done, workers take no new item (ShutDown alone would hand out the rest).
+// It is a callback on ctx, not a goroutine waiting for it, so that the workers' loop runs
+// on Run's own goroutine (docs/design.md, "Per-cluster cost"). release, once the workers
+// have returned, stops the grace's timer.
+func (w *Watcher) stopOnDone(ctx context.Context, cancelWork context.CancelFunc) (release func()) {
+	var mu sync.Mutex
+	var grace *time.Timer
+	finished := false
+	stop := context.AfterFunc(ctx, func() {
+		w.queue.ShutDown()
+		mu.Lock()
+		defer mu.Unlock()
+		if !finished {
+			grace = time.AfterFunc(w.opts.StopGrace, cancelWork)
+		}
+	})
+	return func() {
+		stop()
+		mu.Lock()
+		defer mu.Unlock()
+		finished = true
+		if grace != nil {
+			grace.Stop()
+		}
+	}
 }
 
 func (w *Watcher) kinds() []string {
@@ -208,8 +236,8 @@ func (w *Watcher) kinds() []string {
 }
 
 // replayLoop replays every cached object at start (the informers' initial lists: what
-// happened while the service was down is repaired) and then every Options.Resync after
-// the previous replay was fed (the periodic repair).
+// happened while the service was down is repaired) and then arms the periodic repair
+// (resyncs).
 func (w *Watcher) replayLoop(ctx context.Context) {
 	start := time.Now()
 	n := w.replayPass(ctx)
@@ -218,18 +246,43 @@ func (w *Watcher) replayLoop(ctx context.Context) {
 	}
 	w.log.Info("start-up replay done", "objects", n, "took", time.Since(start).Round(time.Millisecond))
 	close(w.replayed)
-	if w.opts.Resync <= 0 {
+	if w.opts.Resync > 0 {
+		w.resyncs(ctx)
+	}
+}
+
+// resyncs replays every cached object Options.Resync after the previous replay was fed,
+// until ctx ends or stopResyncs. Between passes it is a timer, not a goroutine (an idle
+// watcher waits for its next resync at no cost: docs/design.md, "Per-cluster cost").
+func (w *Watcher) resyncs(ctx context.Context) {
+	w.resync.mu.Lock()
+	defer w.resync.mu.Unlock()
+	if w.resync.stopped || ctx.Err() != nil {
 		return
 	}
-	for {
-		select {
-		case <-ctx.Done():
+	var t *time.Timer
+	t = time.AfterFunc(w.opts.Resync, func() {
+		w.resync.mu.Lock() // held during the pass: stopResyncs waits for it
+		defer w.resync.mu.Unlock()
+		if w.resync.stopped || ctx.Err() != nil {
 			return
-		case <-time.After(w.opts.Resync):
 		}
 		start := time.Now()
 		n := w.replayPass(ctx)
 		w.log.Debug("resync queued", "objects", n, "took", time.Since(start).Round(time.Millisecond))
+		t.Reset(w.opts.Resync)
+	})
+	w.resync.t = t
+}
+
+// stopResyncs stops the periodic repair, once ctx (Run's) has ended: it waits for a pass
+// under way, which stops with ctx (lanes.waitRoom).
+func (w *Watcher) stopResyncs() {
+	w.resync.mu.Lock()
+	defer w.resync.mu.Unlock()
+	w.resync.stopped = true
+	if w.resync.t != nil {
+		w.resync.t.Stop()
 	}
 }
 
