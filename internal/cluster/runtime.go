@@ -346,9 +346,16 @@ func releaseAfterReplay(ctx context.Context, log *slog.Logger, watchers []*watch
 		}
 	}
 	start := time.Now()
-	debug.FreeOSMemory()
+	if !startupMemory.request() {
+		log.Info("start-up done, its garbage returned to the OS with the next collection")
+		return
+	}
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	log.Info("start-up done, its garbage returned to the OS", "heapBytes", ms.HeapAlloc,
 		"releasedBytes", ms.HeapReleased, "took", time.Since(start).Round(time.Millisecond))
 }
+
+// startupMemory coalesces the forced collections of the clusters' start-ups: at most one
+// every 5 s for the whole process.
+var startupMemory = &memoryReturn{free: debug.FreeOSMemory, interval: 5 * time.Second}

@@ -69,9 +69,10 @@ func (m *Manager) ctx() context.Context {
 
 // release gives shard i up to its preferred replica: its clusters stop here first,
 // then the Lease is released (ReleaseOnCancel), so that the preferred replica, which
-// contends for it, takes it at its next try.
+// contends for it, takes it at its next try; this replica holds off meanwhile (releases).
 func (m *Manager) release(i int, to string) {
 	m.held.set(i, false)
+	m.released.note(i, to, time.Now())
 	m.o.Logger.Info("shard released to its preferred replica", "shard", i, "to", to)
 	m.fence()
 	m.stopElector(i)

@@ -21,9 +21,10 @@ import (
 // Manager holds this replica's share of the fleet's shards. Create it with New, run it
 // with Run; Owns and Owner are safe for concurrent use.
 type Manager struct {
-	o     Options
-	held  held
-	start time.Time
+	o        Options
+	held     held
+	released releases
+	start    time.Time
 
 	mu       sync.Mutex
 	leases   map[string]observed // Lease name -> what this replica saw of it
@@ -253,7 +254,7 @@ func (m *Manager) reconcile() {
 		switch {
 		case m.held.has(i) && top[0] != m.o.Identity && settled:
 			m.release(i, top[0])
-		case e == nil && (mine || expired):
+		case e == nil && ((mine && !m.released.heldOff(i, top[0], now, m.o.LeaseDuration)) || expired):
 			m.contend(i)
 		case e != nil && !mine && !expired && !m.held.has(i):
 			m.stopElector(i)

@@ -214,3 +214,38 @@ func (h *held) list() []int {
 	}
 	return out
 }
+
+// releases remembers, shard by shard, to which replica this one last released a shard
+// and when, safe for concurrent use. A replica ranked second for a shard contends for it
+// as a standby; right after it released the shard to the preferred replica its new
+// elector would find the Lease free and take it back before the preferred one's next
+// try, again and again (each time starting and stopping the shard's clusters). So it
+// leaves the shard to that replica for a hold-off of one Lease duration: long enough for
+// the preferred replica's elector (every RetryPeriod) to take it; if it does not, the
+// standby contends again (and any replica does once the Lease has been free for Grace).
+type releases struct {
+	mu sync.Mutex
+	by map[int]release
+}
+
+type release struct {
+	to string
+	at time.Time
+}
+
+func (r *releases) note(i int, to string, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.by == nil {
+		r.by = map[int]release{}
+	}
+	r.by[i] = release{to: to, at: at}
+}
+
+// heldOff reports whether shard i was released to preferred less than holdOff ago.
+func (r *releases) heldOff(i int, preferred string, now time.Time, holdOff time.Duration) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rel, ok := r.by[i]
+	return ok && rel.to == preferred && now.Sub(rel.at) < holdOff
+}
