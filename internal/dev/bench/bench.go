@@ -89,6 +89,8 @@ type Config struct {
 	// FleetClusters idle Argo CD clusters shared by FleetReplicas `serve --fleet --watch`
 	// processes (0 clusters: skip).
 	FleetClusters, FleetReplicas int
+	// FleetShards, when set, is the fleet's `serve --fleet-shards` (0: serve's default, 16).
+	FleetShards int
 	// LiveClusters clusters of LiveRS ReplicaSets (3 KiB templates) and as many
 	// unattached revisions each, served by one replica with the watcher, whose start-up
 	// replay attaches them; LiveN fresh ReplicaSets' ADD events POSTed the moment

@@ -114,12 +114,16 @@ func (e *env) startFleet(ctx context.Context, n int) ([]*service, error) {
 			return nil, err
 		}
 		id := fmt.Sprintf("r%d", i)
+		args := []string{"--argocd-clusters", fleetSecrets, "--watch", "--watch-namespace", fleetHome, "--gc-interval", "10m",
+			"--max-clusters", "10000", "--log-level", "info",
+			"--fleet", "--fleet-namespace", fleetLeases, "--fleet-identity", id, "--fleet-addr", fmt.Sprintf("127.0.0.1:%d", port)}
+		if e.cfg.FleetShards > 0 {
+			args = append(args, "--fleet-shards", fmt.Sprint(e.cfg.FleetShards))
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			reps[i], errs[i] = e.startService(ctx, "fleet-scale-"+id, "--argocd-clusters", fleetSecrets, "--watch",
-				"--watch-namespace", fleetHome, "--gc-interval", "10m", "--max-clusters", "10000", "--log-level", "info",
-				"--fleet", "--fleet-namespace", fleetLeases, "--fleet-identity", id, "--fleet-addr", fmt.Sprintf("127.0.0.1:%d", port))
+			reps[i], errs[i] = e.startService(ctx, "fleet-scale-"+id, args...)
 		}()
 	}
 	wg.Wait()
