@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -30,6 +31,10 @@ type FleetReplica struct {
 	// them in sync (configmap_attacher_cluster_synced).
 	ReadySeconds  float64 `json:"readySeconds"`
 	InSyncSeconds float64 `json:"inSyncSeconds"`
+	// Released and Lost count its log's shard hand-overs to a preferred replica and
+	// shards lost (a renewal missed) from its start to the end of the measurement.
+	Released int `json:"released"`
+	Lost     int `json:"lost"`
 }
 
 // FleetResult is FleetReplicas `serve --fleet --watch` processes sharing Clusters idle
@@ -44,6 +49,9 @@ type FleetResult struct {
 	// SettledSeconds: the first process start -> the fleet's last change before it held
 	// still for fleetQuiet.
 	SettledSeconds float64 `json:"settledSeconds"`
+	// MovedAfter: the owners changed between the settled scrape and one taken after the
+	// replicas were read (the fleet was not settled after all).
+	MovedAfter bool `json:"movedAfter"`
 }
 
 const (
@@ -80,25 +88,46 @@ func (e *env) fleet(ctx context.Context, rep *Report) error {
 	if err != nil {
 		return err
 	}
-	r, err := settleFleet(ctx, reps, e.cfg.FleetClusters)
+	r, settled, err := settleFleet(ctx, reps, e.cfg.FleetClusters)
 	if err != nil {
 		return err
 	}
 	time.Sleep(3 * time.Second)
 	for i, s := range reps {
+		if err := readReplica(ctx, s, r.Replicas[i]); err != nil {
+			return err
+		}
 		fr := r.Replicas[i]
-		if fr.RSS, fr.Peak, err = s.rss(); err != nil {
-			return err
-		}
-		g, err := s.scrape(ctx, "go_goroutines")
-		if err != nil {
-			return err
-		}
-		fr.Goroutines = int(g)
-		e.cfg.Logf("   fleet: %s owns %d clusters (%d shards): RSS %s (peak %s), %d goroutines, ready %.1fs, in sync %.1fs",
-			fr.Identity, fr.Owned, fr.Shards, mib(fr.RSS), mib(fr.Peak), fr.Goroutines, fr.ReadySeconds, fr.InSyncSeconds)
+		e.cfg.Logf("   fleet: %s owns %d clusters (%d shards): RSS %s (peak %s), %d goroutines, ready %.1fs, in sync %.1fs, %d released, %d lost",
+			fr.Identity, fr.Owned, fr.Shards, mib(fr.RSS), mib(fr.Peak), fr.Goroutines, fr.ReadySeconds, fr.InSyncSeconds, fr.Released, fr.Lost)
+	}
+	after, err := scrapeFleet(ctx, reps)
+	if err != nil {
+		return err
+	}
+	for i := range reps {
+		r.MovedAfter = r.MovedAfter || after.state[i] != settled.state[i]
 	}
 	rep.Fleet = r
+	return nil
+}
+
+// readReplica reads s's RSS, goroutines and shard hand-overs into fr.
+func readReplica(ctx context.Context, s *service, fr *FleetReplica) error {
+	var err error
+	if fr.RSS, fr.Peak, err = s.rss(); err != nil {
+		return err
+	}
+	g, err := s.scrape(ctx, "go_goroutines")
+	if err != nil {
+		return err
+	}
+	fr.Goroutines = int(g)
+	b, err := os.ReadFile(s.logFile)
+	if err != nil {
+		return fmt.Errorf("fleet: %w", err)
+	}
+	fr.Released, fr.Lost = strings.Count(string(b), "shard released to its preferred replica"), strings.Count(string(b), "shard lost")
 	return nil
 }
 
@@ -179,7 +208,7 @@ func scrapeFleet(ctx context.Context, reps []*service) (*fleetView, error) {
 // settleFleet scrapes the replicas every 500 ms until each has every cluster it owns in
 // sync, all n+1 clusters are registered, and nothing changed for fleetQuiet (the owners
 // per cluster are then read, not waited for); it gives up after 5 minutes.
-func settleFleet(ctx context.Context, reps []*service, n int) (*FleetResult, error) {
+func settleFleet(ctx context.Context, reps []*service, n int) (*FleetResult, *fleetView, error) {
 	since := make([]time.Time, len(reps))
 	var last *fleetView
 	var changed time.Time
@@ -187,7 +216,7 @@ func settleFleet(ctx context.Context, reps []*service, n int) (*FleetResult, err
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		v, err := scrapeFleet(ctx, reps)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		now := time.Now()
 		for i := range reps {
@@ -200,14 +229,14 @@ func settleFleet(ctx context.Context, reps []*service, n int) (*FleetResult, err
 		}
 		last = v
 		if v.synced && len(v.owners) == n+1 && now.Sub(changed) >= fleetQuiet {
-			return fleetResult(reps, v, since, n), nil
+			return fleetResult(reps, v, since, n), v, nil
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
 	if last == nil {
-		return nil, fmt.Errorf("fleet: not scraped: %w", ctx.Err())
+		return nil, nil, fmt.Errorf("fleet: not scraped: %w", ctx.Err())
 	}
-	return nil, fmt.Errorf("fleet did not settle in 5m: replicas owned/synced/set %s, shards %v, %d clusters seen, %d unowned, %d with several owners",
+	return nil, nil, fmt.Errorf("fleet did not settle in 5m: replicas owned/synced/set %s, shards %v, %d clusters seen, %d unowned, %d with several owners",
 		strings.Join(last.state, " "), last.shards, len(last.owners), last.unowned(), last.multiOwned())
 }
 
@@ -263,12 +292,14 @@ func (r *Report) fleetRows(add func(fig, meas, base, target, met string)) {
 	worstRSS, worstSync := int64(0), 0.0
 	for _, x := range f.Replicas {
 		worstRSS, worstSync = max(worstRSS, x.RSS), max(worstSync, x.InSyncSeconds)
-		add(fmt.Sprintf("fleet of %d, %d clusters: replica %s: owned (shards), RSS (peak), goroutines, ready, all owned in sync",
+		add(fmt.Sprintf("fleet of %d, %d clusters: replica %s: owned (shards), RSS (peak), goroutines, ready, all owned in sync (hand-overs, lost)",
 			len(f.Replicas), f.Clusters, x.Identity),
-			fmt.Sprintf("%d (%d), %s (%s), %d, %.1fs, %.1fs", x.Owned, x.Shards, mib(x.RSS), mib(x.Peak), x.Goroutines, x.ReadySeconds, x.InSyncSeconds),
+			fmt.Sprintf("%d (%d), %s (%s), %d, %.1fs, %.1fs (%d, %d)", x.Owned, x.Shards, mib(x.RSS), mib(x.Peak), x.Goroutines, x.ReadySeconds,
+				x.InSyncSeconds, x.Released, x.Lost),
 			base, "< 300 MiB, in sync < 60 s", yesNo(x.RSS < 300<<20 && x.InSyncSeconds < 60))
 	}
 	add(fmt.Sprintf("fleet of %d, %d clusters + home: clusters with no owner / several owners (owned summed over replicas)", len(f.Replicas), f.Clusters),
-		fmt.Sprintf("%d / %d (settled %.1fs after the first start; worst replica %s, in sync %.1fs)", f.Unowned, f.MultiOwned, f.SettledSeconds, mib(worstRSS), worstSync),
+		fmt.Sprintf("%d / %d (settled %.1fs after the first start%s; worst replica %s, in sync %.1fs)", f.Unowned, f.MultiOwned, f.SettledSeconds,
+			map[bool]string{true: ", owners moved after", false: ""}[f.MovedAfter], mib(worstRSS), worstSync),
 		"-", "every cluster exactly one owner", yesNo(f.Unowned == 0 && f.MultiOwned == 0))
 }

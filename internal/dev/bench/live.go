@@ -19,6 +19,12 @@ import (
 // POST -> the 2xx answer, which comes after the attach.
 type LiveRun struct {
 	Latency Latency `json:"latency"`
+	// InSync and Starting split Latency by the event's cluster at the first POST: its
+	// caches in sync (configmap_attacher_cluster_synced, read every 200 ms), or still
+	// starting (the event waits for them: cluster start-ups are bounded, docs/design.md
+	// "Per-cluster cost").
+	InSync   Latency `json:"inSync"`
+	Starting Latency `json:"starting"`
 	// Busy and Unavailable count the 429 and 503 answers (each retried); Failed the
 	// events without a 2xx answer after 30 s or with another status; NotAttached the 2xx
 	// answers that do not say the ConfigMap is attached.
@@ -83,14 +89,14 @@ func (e *env) liveDuringReplay(ctx context.Context, rep *Report) error {
 		}
 		done <- at
 	}()
-	r.DuringReplay = e.sendLive(ctx, f, svc.httpAddr, "zlive")
-	e.cfg.Logf("   live: during the replay %s, %d busy, %d unavailable, %d failed", r.DuringReplay.Latency, r.DuringReplay.Busy,
-		r.DuringReplay.Unavailable, r.DuringReplay.Failed)
+	r.DuringReplay = e.sendLive(ctx, f, svc, "zlive")
+	e.cfg.Logf("   live: during the replay %s (cluster in sync %s, starting %s), %d busy, %d unavailable, %d failed", r.DuringReplay.Latency,
+		r.DuringReplay.InSync, r.DuringReplay.Starting, r.DuringReplay.Busy, r.DuringReplay.Unavailable, r.DuringReplay.Failed)
 	if r.DoneSeconds = <-done; r.DoneSeconds == 0 {
 		return fmt.Errorf("live: the start-up replays were not done within 10m\n%s", tail(svc.logFile, 10))
 	}
 	time.Sleep(3 * time.Second)
-	r.Steady = e.sendLive(ctx, f, svc.httpAddr, "zsteady")
+	r.Steady = e.sendLive(ctx, f, svc, "zsteady")
 	e.cfg.Logf("   live: ready %.1fs, replays done %.1fs; steady %s, %d busy, %d unavailable, %d failed", r.ReadySeconds,
 		r.DoneSeconds, r.Steady.Latency, r.Steady.Busy, r.Steady.Unavailable, r.Steady.Failed)
 	rep.Live = r
@@ -131,11 +137,14 @@ func (f *clusterFleet) cluster(j int) string { return fmt.Sprintf("%s%d", f.pref
 
 // sendLive creates LiveN ReplicaSets prefix-J (J's cluster by cluster(J), referencing
 // revision prefix-J) liveSenders at once and POSTs each one's ADD right after its Create.
-func (e *env) sendLive(ctx context.Context, f *clusterFleet, addr, prefix string) LiveRun {
+func (e *env) sendLive(ctx context.Context, f *clusterFleet, svc *service, prefix string) LiveRun {
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: liveSenders}}
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	synced := watchSynced(sctx, svc)
 	var mu sync.Mutex
 	var r LiveRun
-	var lat []float64
+	var all, in, starting []float64
 	start := time.Now()
 	_ = parallel(ctx, 0, e.cfg.LiveN, liveSenders, func(ctx context.Context, j int) error {
 		ns, name := f.cluster(j), fmt.Sprintf("%s-%d", prefix, j)
@@ -146,8 +155,8 @@ func (e *env) sendLive(ctx context.Context, f *clusterFleet, addr, prefix string
 			mu.Unlock()
 			return nil
 		}
-		t0 := time.Now()
-		a := postUntilAnswered(ctx, client, addr, ns, rs)
+		t0, wasSynced := time.Now(), synced(ns)
+		a := postUntilAnswered(ctx, client, svc.httpAddr, ns, rs)
 		mu.Lock()
 		defer mu.Unlock()
 		r.Busy, r.Unavailable = r.Busy+a.busy, r.Unavailable+a.unavailable
@@ -156,13 +165,45 @@ func (e *env) sendLive(ctx context.Context, f *clusterFleet, addr, prefix string
 			r.Failed++
 		case !bytes.Contains(a.body, []byte(`"outcome":"attached"`)) && !bytes.Contains(a.body, []byte(`"outcome":"already-attached"`)):
 			r.NotAttached++
+		case wasSynced:
+			all, in = append(all, ms(time.Since(t0))), append(in, ms(time.Since(t0)))
 		default:
-			lat = append(lat, ms(time.Since(t0)))
+			all, starting = append(all, ms(time.Since(t0))), append(starting, ms(time.Since(t0)))
 		}
 		return nil
 	})
-	r.Seconds, r.Latency = time.Since(start).Seconds(), percentiles(lat)
+	r.Seconds, r.Latency, r.InSync, r.Starting = time.Since(start).Seconds(), percentiles(all), percentiles(in), percentiles(starting)
 	return r
+}
+
+// watchSynced reads svc's configmap_attacher_cluster_synced every 200 ms until ctx ends;
+// the function returned reports whether cluster was in sync at the last read.
+func watchSynced(ctx context.Context, svc *service) func(cluster string) bool {
+	var mu sync.Mutex
+	in := map[string]bool{}
+	read := func() {
+		samples, err := svc.samples(ctx, "configmap_attacher_cluster_synced")
+		if err != nil {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for labels, v := range samples {
+			in[labels] = v == 1
+		}
+	}
+	read()
+	go func() {
+		for ctx.Err() == nil {
+			time.Sleep(200 * time.Millisecond)
+			read()
+		}
+	}()
+	return func(cluster string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return in[`{cluster="`+cluster+`"}`]
+	}
 }
 
 // liveAnswer is the last answer to one event and the 429 and 503 answers before it.
@@ -200,7 +241,8 @@ func (r *Report) liveRows(add func(fig, meas, base, target, met string)) {
 		return
 	}
 	run := func(x LiveRun) string {
-		return fmt.Sprintf("%s (429: %d, 503: %d, failed %d, not attached %d)", x.Latency, x.Busy, x.Unavailable, x.Failed, x.NotAttached)
+		return fmt.Sprintf("%s (429: %d, 503: %d, failed %d, not attached %d; cluster in sync at send: %d, %s; still starting: %d, %s)",
+			x.Latency, x.Busy, x.Unavailable, x.Failed, x.NotAttached, x.InSync.N, x.InSync, x.Starting.N, x.Starting)
 	}
 	d := l.DuringReplay
 	add(fmt.Sprintf("live: %d fresh ADDs POSTed at /readyz, %d clusters x %d RS replaying: POST -> attached p50/p95/p99", d.Latency.N+d.Failed+d.NotAttached,
