@@ -138,21 +138,14 @@ func (e *env) startFleet(ctx context.Context, n int) ([]*service, error) {
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range reps {
-		port, err := controlplane.FreePort()
-		if err != nil {
-			return nil, err
-		}
-		id := fmt.Sprintf("r%d", i)
-		args := []string{"--argocd-clusters", fleetSecrets, "--watch", "--watch-namespace", fleetHome, "--gc-interval", "10m",
-			"--max-clusters", "10000", "--log-level", "info",
-			"--fleet", "--fleet-namespace", fleetLeases, "--fleet-identity", id, "--fleet-addr", fmt.Sprintf("127.0.0.1:%d", port)}
-		if e.cfg.FleetShards > 0 {
-			args = append(args, "--fleet-shards", fmt.Sprint(e.cfg.FleetShards))
-		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			reps[i], errs[i] = e.startService(ctx, "fleet-scale-"+id, args...)
+			reps[i], errs[i] = e.startReplica(ctx, i, "")
+			if errs[i] != nil && strings.Contains(errs[i].Error(), "address already in use") {
+				// Free ports picked at once by replicas starting at once can collide.
+				reps[i], errs[i] = e.startReplica(ctx, i, "-again")
+			}
 		}()
 	}
 	wg.Wait()
@@ -163,6 +156,22 @@ func (e *env) startFleet(ctx context.Context, n int) ([]*service, error) {
 		}
 	}
 	return started, errors.Join(errs...)
+}
+
+// startReplica starts fleet replica rI on free ports; suffix names a second attempt's log.
+func (e *env) startReplica(ctx context.Context, i int, suffix string) (*service, error) {
+	port, err := controlplane.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	id := fmt.Sprintf("r%d", i)
+	args := []string{"--argocd-clusters", fleetSecrets, "--watch", "--watch-namespace", fleetHome, "--gc-interval", "10m",
+		"--max-clusters", "10000", "--log-level", "info",
+		"--fleet", "--fleet-namespace", fleetLeases, "--fleet-identity", id, "--fleet-addr", fmt.Sprintf("127.0.0.1:%d", port)}
+	if e.cfg.FleetShards > 0 {
+		args = append(args, "--fleet-shards", fmt.Sprint(e.cfg.FleetShards))
+	}
+	return e.startService(ctx, "fleet-scale-"+id+suffix, args...)
 }
 
 // fleetView is one scrape of every replica: per replica the clusters it owns and how
