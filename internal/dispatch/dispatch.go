@@ -65,6 +65,12 @@ type Request struct {
 	// Forwarded marks an event another replica of the fleet handed to this one: it is
 	// never forwarded again.
 	Forwarded bool
+	// Replay marks a pulled event that replays an object which did not change (the
+	// watcher's start-up replay and resync): it waits for one of the replay share of the
+	// slots (a quarter of MaxInFlight) besides a shared one, so the replays of every
+	// cluster together never hold more than that share and live events keep the rest
+	// (docs/design.md, "The watcher's two lanes").
+	Replay bool
 }
 
 // Response is the JSON result of one event (gRPC Execute, HTTP POST): the core's
@@ -143,6 +149,9 @@ type Dispatcher struct {
 	timeout  time.Duration
 	grace    time.Duration
 	sem      chan struct{}
+	// replay is the replay share of sem: a quarter of it (at least one), taken first by
+	// a Request with Replay.
+	replay chan struct{}
 	// perCluster is MaxInFlightPerCluster; bySem holds each cluster's slots.
 	perCluster int
 	bySem      sync.Map // cluster name -> chan struct{}
@@ -185,7 +194,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	}
 	hard, stop := context.WithCancel(context.Background())
 	return &Dispatcher{clusters: cfg.Clusters, sweeps: cfg.Sweeps, defaults: defaults, timeout: cfg.ExecuteTimeout,
-		grace: cfg.StopGrace, sem: make(chan struct{}, cfg.MaxInFlight), perCluster: min(cfg.MaxInFlightPerCluster, cfg.MaxInFlight),
+		grace: cfg.StopGrace, sem: make(chan struct{}, cfg.MaxInFlight), replay: make(chan struct{}, max(cfg.MaxInFlight/4, 1)), perCluster: min(cfg.MaxInFlightPerCluster, cfg.MaxInFlight),
 		metrics: cfg.Metrics, log: cfg.Logger, observe: cfg.Observe, forwarder: cfg.Forwarder,
 		forwarded: forwardedMetric(cfg.Metrics.Registry), hard: hard, stopHard: stop}, nil
 }
@@ -287,7 +296,7 @@ func (d *Dispatcher) dispatch(ctx context.Context, req Request) (Answer, bool) {
 
 // local runs an event of a cluster this replica serves.
 func (d *Dispatcher) local(ctx context.Context, att *core.Attacher, req Request, resp Response) Answer {
-	release, err := d.acquire(ctx, req.Path, att.Cluster())
+	release, err := d.acquire(ctx, req, att.Cluster())
 	if err != nil {
 		return answer(resp, err)
 	}
@@ -362,9 +371,10 @@ func cause(ctx context.Context, err error) error {
 	return err
 }
 
-// acquire takes a slot of cluster's (with MaxInFlightPerCluster), then a shared one:
-// an event waiting for its cluster's slot holds none of the shared ones.
-func (d *Dispatcher) acquire(ctx context.Context, path Path, cluster string) (func(), error) {
+// acquire takes a slot of cluster's (with MaxInFlightPerCluster), then for a replay one
+// of the replay share, then a shared one: an event waiting for one of them holds none of
+// the next ones.
+func (d *Dispatcher) acquire(ctx context.Context, req Request, cluster string) (func(), error) {
 	d.mu.Lock()
 	if d.stopping {
 		d.mu.Unlock()
@@ -372,30 +382,41 @@ func (d *Dispatcher) acquire(ctx context.Context, path Path, cluster string) (fu
 	}
 	d.wg.Add(1)
 	d.mu.Unlock()
-	own := d.clusterSlots(cluster)
-	if own != nil {
-		// An EventBus message waiting for its cluster's slot would hold one of the
-		// subscriber's handlers, which every cluster shares: it is answered busy at once
-		// (Nak, redelivered later), so a stalled cluster cannot take them all.
-		if err := d.slot(ctx, path.pull() && path != PathEventBus, own, fmt.Sprintf("limit %d for cluster %q", cap(own), cluster)); err != nil {
+	var held []chan struct{}
+	release := func() {
+		for i := len(held) - 1; i >= 0; i-- {
+			<-held[i]
+		}
+	}
+	take := func(wait bool, sem chan struct{}, limit string) error {
+		if err := d.slot(ctx, wait, sem, limit); err != nil {
+			release()
 			d.wg.Done()
+			return err
+		}
+		held = append(held, sem)
+		return nil
+	}
+	// An EventBus message waiting for its cluster's slot would hold one of the
+	// subscriber's handlers, which every cluster shares: it is answered busy at once
+	// (Nak, redelivered later), so a stalled cluster cannot take them all.
+	if own := d.clusterSlots(cluster); own != nil {
+		if err := take(req.Path.pull() && req.Path != PathEventBus, own, fmt.Sprintf("limit %d for cluster %q", cap(own), cluster)); err != nil {
 			return nil, err
 		}
 	}
-	if err := d.slot(ctx, path.pull(), d.sem, fmt.Sprintf("limit %d", cap(d.sem))); err != nil {
-		if own != nil {
-			<-own
+	if req.Replay && req.Path.pull() {
+		if err := take(true, d.replay, fmt.Sprintf("replay share %d", cap(d.replay))); err != nil {
+			return nil, err
 		}
-		d.wg.Done()
+	}
+	if err := take(req.Path.pull(), d.sem, fmt.Sprintf("limit %d", cap(d.sem))); err != nil {
 		return nil, err
 	}
 	d.metrics.inFlight.Inc()
 	return func() {
 		d.metrics.inFlight.Dec()
-		<-d.sem
-		if own != nil {
-			<-own
-		}
+		release()
 		d.wg.Done()
 	}, nil
 }

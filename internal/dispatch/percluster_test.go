@@ -3,6 +3,7 @@ package dispatch_test
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -81,6 +82,57 @@ func TestHungClusterLeavesTheOthersHalfTheSlots(t *testing.T) {
 	}
 	a := d.Dispatch(ctx, dispatch.Request{Path: dispatch.PathHTTP, Event: core.Event{Cluster: "healthy", Namespace: "shop", Name: "web-1"}})
 	assert.NotEqual(t, dispatch.ClassBusy, a.Class, "the healthy cluster gets a slot: %v", a.Err)
+	close(release)
+	sent.Wait()
+}
+
+// countingClusters counts the lookups: an event is looked up right before it takes its
+// slots.
+type countingClusters struct {
+	clusterMap
+	looked atomic.Int32
+}
+
+func (c *countingClusters) Attacher(name string) (*core.Attacher, error) {
+	c.looked.Add(1)
+	return c.clusterMap.Attacher(name)
+}
+
+// The replays of the watchers (Request.Replay) hold at most a quarter of the in-flight
+// slots together, so a pushed event is admitted while they wait: with 8 slots, 8
+// replayed events of a hung cluster take 2, and an HTTP event of another cluster gets
+// one. Without the share the replays took all 8 and every HTTP event was answered busy
+// until they were done (bench/README.md, "live events during the start-up replay").
+func TestReplaysLeavePushedEventsThreeQuartersOfTheSlots(t *testing.T) {
+	release := make(chan struct{})
+	entered := make(chan struct{})
+	kc := fake.NewClientset()
+	healthy, err := core.NewAttacher(core.Config{Cluster: "healthy", Client: kc, Reader: core.LiveReader{Client: kc}, Logger: testfix.Quiet()})
+	require.NoError(t, err)
+	clusters := &countingClusters{clusterMap: clusterMap{"hung": hungAttacher(t, "hung", release, entered), "healthy": healthy}}
+	d, err := dispatch.New(dispatch.Config{Clusters: clusters, MaxInFlight: 8, Logger: testfix.Quiet()})
+	require.NoError(t, err)
+	ctx := context.Background()
+	var sent sync.WaitGroup
+	for range 8 {
+		sent.Add(1)
+		go func() {
+			defer sent.Done()
+			d.Dispatch(ctx, dispatch.Request{Path: dispatch.PathWatcher, Replay: true, Event: core.Event{Cluster: "hung", Namespace: "shop", Name: "web-1"}})
+		}()
+	}
+	select { // the first replayed event holds its slots
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the hung cluster's reads did not arrive")
+	}
+	for deadline := time.Now().Add(10 * time.Second); clusters.looked.Load() < 8; time.Sleep(time.Millisecond) {
+		require.True(t, time.Now().Before(deadline), "the replayed events were not all dispatched")
+	}
+	// Each is now at its slots: without the share they take them without waiting.
+	time.Sleep(100 * time.Millisecond)
+	a := d.Dispatch(ctx, dispatch.Request{Path: dispatch.PathHTTP, Event: core.Event{Cluster: "healthy", Namespace: "shop", Name: "web-1"}})
+	assert.NotEqual(t, dispatch.ClassBusy, a.Class, "an HTTP event gets a slot while replays wait: %v", a.Err)
 	close(release)
 	sent.Wait()
 }

@@ -69,6 +69,12 @@ func run() error {
 	flag.IntVar(&cfg.SweepRevisions, "sweep-revisions", cfg.SweepRevisions, "revisions per namespace of the sweep (one is an orphan)")
 	flag.StringVar(&clusterLevels, "cluster-levels", clusterLevels, "idle Argo CD clusters one replica serves, for the per-cluster cost rows (empty: skip)")
 	flag.IntVar(&cfg.ForwardN, "forward-n", cfg.ForwardN, "events to the owner and as many forwarded, in a two-replica fleet (0: skip)")
+	flag.IntVar(&cfg.FleetClusters, "fleet-clusters", cfg.FleetClusters, "idle Argo CD clusters shared by -fleet-replicas `serve --fleet --watch` replicas (0: skip)")
+	flag.IntVar(&cfg.FleetReplicas, "fleet-replicas", cfg.FleetReplicas, "replicas of the fleet scenario")
+	flag.IntVar(&cfg.FleetShards, "fleet-shards", cfg.FleetShards, "serve --fleet-shards of the fleet scenario (0: serve's default)")
+	flag.IntVar(&cfg.LiveClusters, "live-clusters", cfg.LiveClusters, "clusters one replica serves while its start-up replay attaches -live-rs ReplicaSets in each (0: skip)")
+	flag.IntVar(&cfg.LiveRS, "live-rs", cfg.LiveRS, "ReplicaSets (3 KiB templates) and unattached revisions per cluster of the live-events scenario")
+	flag.IntVar(&cfg.LiveN, "live-n", cfg.LiveN, "fresh ADD events POSTed at /readyz (during the start-up replay), and as many once it is done")
 	flag.Parse()
 	cfg.Paths = nil
 	for _, p := range strings.Split(paths, ",") {

@@ -86,6 +86,16 @@ type Config struct {
 	// through a forwarding replica of a two-replica fleet at the first level above one.
 	ClusterLevels []int
 	ForwardN      int
+	// FleetClusters idle Argo CD clusters shared by FleetReplicas `serve --fleet --watch`
+	// processes (0 clusters: skip).
+	FleetClusters, FleetReplicas int
+	// FleetShards, when set, is the fleet's `serve --fleet-shards` (0: serve's default, 16).
+	FleetShards int
+	// LiveClusters clusters of LiveRS ReplicaSets (3 KiB templates) and as many
+	// unattached revisions each, served by one replica with the watcher, whose start-up
+	// replay attaches them; LiveN fresh ReplicaSets' ADD events POSTed the moment
+	// /readyz answers, and LiveN more once the replay is done (0 clusters: skip).
+	LiveClusters, LiveRS, LiveN int
 	// GoMemLimit, when set, is the service's GOMEMLIMIT (the chart sets it to the
 	// container's memory limit); empty: the Go runtime's default (none).
 	GoMemLimit  string
@@ -115,7 +125,8 @@ func DefaultConfig() Config {
 		GCRevisions: 10000, GCReplicaSets: 2000, GCOrphans: 1000,
 		MemLevels: []int{100, 1000, 10000}, MemBigBytes: 64 << 10, CurveN: 100,
 		RSLevels: []int{1000, 10000, 50000}, RSRevisions: 100000, SweepNamespaces: 1000, SweepRS: 10, SweepRevisions: 20,
-		ClusterLevels: []int{1, 10, 100}, ForwardN: 200,
+		ClusterLevels: []int{1, 10, 100}, ForwardN: 200, FleetClusters: 1000, FleetReplicas: 4,
+		LiveClusters: 50, LiveRS: 200, LiveN: 200,
 		QPS: 1000, Burst: 2000, Settle: 60 * time.Second, ResultsDir: "bench/results"}
 }
 
@@ -127,6 +138,7 @@ func QuickConfig() Config {
 	c.MemLevels, c.CurveN, c.Quick = []int{100, 1000}, 50, true
 	c.RSLevels, c.RSRevisions, c.SweepNamespaces = []int{1000, 5000}, 10000, 100
 	c.ClusterLevels, c.ForwardN = []int{1, 10}, 50
+	c.FleetClusters, c.LiveClusters, c.LiveRS, c.LiveN = 40, 20, 20, 100
 	c.Settle = 30 * time.Second
 	return c
 }
@@ -153,6 +165,9 @@ func (c *Config) fill() {
 	}
 	if c.Settle <= 0 {
 		c.Settle = d.Settle
+	}
+	if c.FleetReplicas <= 0 {
+		c.FleetReplicas = d.FleetReplicas
 	}
 	if c.Logf == nil {
 		c.Logf = func(string, ...any) {}
@@ -263,6 +278,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	if len(cfg.ClusterLevels) > 0 {
 		step("per-cluster cost and forwarding", func() error { return e.clusters(ctx, rep) })
+	}
+	if cfg.FleetClusters > 0 {
+		step(fmt.Sprintf("fleet: %d clusters over %d replicas", cfg.FleetClusters, cfg.FleetReplicas), func() error { return e.fleet(ctx, rep) })
+	}
+	if cfg.LiveClusters > 0 && cfg.LiveN > 0 {
+		step("live events during the start-up replay", func() error { return e.liveDuringReplay(ctx, rep) })
 	}
 	rep.Finished = time.Now().UTC()
 	rep.LoadEnd = loadAvg()

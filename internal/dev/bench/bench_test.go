@@ -39,7 +39,7 @@ func TestSmoke(t *testing.T) {
 		N: 5, Rate: 20, BurstN: 5, FloorN: 5, LegacyN: 1, ReplayN: 5,
 		GCRevisions: 20, GCReplicaSets: 5, GCOrphans: 3, MemLevels: []int{10}, CurveN: 3,
 		RSLevels: []int{10}, RSRevisions: 10, SweepNamespaces: 3, SweepRS: 2, SweepRevisions: 4,
-		ClusterLevels: []int{1, 2}, ForwardN: 3,
+		ClusterLevels: []int{1, 2}, ForwardN: 3, FleetClusters: 3, FleetReplicas: 2, LiveClusters: 2, LiveRS: 3, LiveN: 4,
 		Settle: 30 * time.Second, LogDir: t.TempDir(), ResultsDir: t.TempDir(), Logf: t.Logf}
 	rep, err := bench.Run(ctx, cfg)
 	if err != nil {
@@ -85,6 +85,12 @@ func TestSmoke(t *testing.T) {
 	}
 	if f := rep.Forward; f == nil || f.Local.N != 3 || f.Forwarded.N != 3 || f.Failed != 0 {
 		t.Errorf("forwarding: %+v, want 3 events answered locally and 3 forwarded", rep.Forward)
+	}
+	if f := rep.Fleet; f == nil || len(f.Replicas) != 2 || f.Unowned != 0 || f.MultiOwned != 0 || f.Replicas[0].Owned+f.Replicas[1].Owned != 4 {
+		t.Errorf("fleet: %+v, want 2 replicas owning the 3 clusters and home, each exactly once", rep.Fleet)
+	}
+	if l := rep.Live; l == nil || l.DuringReplay.Latency.N != 4 || l.Steady.Latency.N != 4 {
+		t.Errorf("live events: %+v, want 4 attached during the replay and 4 after", rep.Live)
 	}
 	if len(rep.Rows) == 0 || rep.JSONPath == "" {
 		t.Errorf("no table rows or JSON (%q)", rep.JSONPath)

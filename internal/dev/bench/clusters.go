@@ -54,8 +54,12 @@ const clusterSecrets = "bench-argocd"
 // naming the control plane through a loopback proxy of its own (one server URL under two
 // names is refused: docs/safety.md).
 type clusterFleet struct {
-	e       *env
-	proxies []net.Listener
+	e *env
+	// secrets is the Argo CD Secrets' namespace, prefix the clusters' (and their
+	// namespaces') name before the index: each scenario has its own, as its proxies
+	// close with it.
+	secrets, prefix string
+	proxies         []net.Listener
 }
 
 func (f *clusterFleet) close() {
@@ -64,33 +68,39 @@ func (f *clusterFleet) close() {
 	}
 }
 
-// grow creates clusters up to n.
+// grow creates clusters up to n (16 at once: the fleet scenario makes 1,000).
 func (f *clusterFleet) grow(ctx context.Context, n int) error {
 	u, err := url.Parse(f.e.cp.ServerURL())
 	if err != nil {
 		return err
 	}
+	if err := f.e.ensureNamespace(ctx, f.secrets); err != nil {
+		return err
+	}
 	cfg, _ := json.Marshal(map[string]any{"bearerToken": f.e.cp.AdminToken(),
 		"tlsClientConfig": map[string]any{"caData": base64.StdEncoding.EncodeToString(f.e.cp.CAData())}})
-	for i := len(f.proxies); i < n; i++ {
-		name := fmt.Sprintf("bench-cl-%d", i)
-		if err := f.e.ensureNamespace(ctx, name); err != nil {
-			return err
-		}
+	from := len(f.proxies)
+	for i := from; i < n; i++ {
 		l, err := loopbackProxy(u.Host)
 		if err != nil {
 			return err
 		}
 		f.proxies = append(f.proxies, l)
-		_, err = f.e.kc.CoreV1().Secrets(clusterSecrets).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name,
+	}
+	return parallel(ctx, from, n, 16, func(ctx context.Context, i int) error {
+		name := fmt.Sprintf("%s%d", f.prefix, i)
+		if err := f.e.ensureNamespace(ctx, name); err != nil {
+			return err
+		}
+		_, err := f.e.kc.CoreV1().Secrets(f.secrets).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name,
 			Labels: map[string]string{cluster.ArgoCDSecretTypeLabel: cluster.ArgoCDSecretTypeCluster}},
-			StringData: map[string]string{"name": name, "server": "https://" + l.Addr().String(), "config": string(cfg), "namespaces": name}},
+			StringData: map[string]string{"name": name, "server": "https://" + f.proxies[i].Addr().String(), "config": string(cfg), "namespaces": name}},
 			metav1.CreateOptions{})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("cluster Secret %s: %w", name, err)
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // loopbackProxy forwards every connection to target (TLS passes through: the apiserver's
@@ -124,7 +134,7 @@ func loopbackProxy(target string) (net.Listener, error) {
 // clusters measures one replica at each of ClusterLevels idle clusters, and the fleet's
 // forwarding at the first level above one.
 func (e *env) clusters(ctx context.Context, rep *Report) error {
-	f := &clusterFleet{e: e}
+	f := &clusterFleet{e: e, secrets: clusterSecrets, prefix: "bench-cl-"}
 	defer f.close()
 	for _, ns := range []string{clusterSecrets, "bench-cl-home"} {
 		if err := e.ensureNamespace(ctx, ns); err != nil {

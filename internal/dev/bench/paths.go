@@ -382,25 +382,35 @@ func (e *env) source(ctx context.Context, bus *natsserver.Server, ns, esName str
 
 // postEvent POSTs the structured CloudEvent of an ADD for rs of cluster c.
 func postEvent(ctx context.Context, client *http.Client, addr, c string, rs *appsv1.ReplicaSet) error {
-	_, body, err := event.ResourceEvent("bench-http", "replicaset-add", "ADD", rs, map[string]string{"cluster": c})
+	status, b, err := postAnswer(ctx, client, addr, c, rs)
 	if err != nil {
 		return err
 	}
+	if status/100 != 2 {
+		return fmt.Errorf("POST event: %d: %s", status, b)
+	}
+	return nil
+}
+
+// postAnswer POSTs the ADD of rs of cluster c and returns the answer's status and the
+// start of its body.
+func postAnswer(ctx context.Context, client *http.Client, addr, c string, rs *appsv1.ReplicaSet) (int, []byte, error) {
+	_, body, err := event.ResourceEvent("bench-http", "replicaset-add", "ADD", rs, map[string]string{"cluster": c})
+	if err != nil {
+		return 0, nil, err
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/", bytes.NewReader(body))
 	if err != nil {
-		return err
+		return 0, nil, err
 	}
 	req.Header.Set("Content-Type", "application/cloudevents+json")
 	resp, err := client.Do(req)
 	if err != nil {
-		return fmt.Errorf("POST event: %w", err)
+		return 0, nil, fmt.Errorf("POST event: %w", err)
 	}
 	defer func() { _ = resp.Body.Close() }()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("POST event: %s: %s", resp.Status, b)
-	}
-	return nil
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	return resp.StatusCode, b, nil
 }
 
 // httpFeeder watches ReplicaSets in ns and POSTs an ADD CloudEvent for each

@@ -36,10 +36,13 @@ type Report struct {
 	// Clusters: one replica serving idle clusters; Forward: the fleet's forwarded events.
 	Clusters []*ClusterPoint `json:"clusters,omitempty"`
 	Forward  *ForwardResult  `json:"forward,omitempty"`
-	Errors   []string        `json:"errors,omitempty"`
-	Rows     []Row           `json:"rows"`
-	LogDir   string          `json:"logDir"`
-	JSONPath string          `json:"-"`
+	// Fleet: replicas sharing many clusters; Live: events sent during the start-up replay.
+	Fleet    *FleetResult `json:"fleet,omitempty"`
+	Live     *LiveResult  `json:"live,omitempty"`
+	Errors   []string     `json:"errors,omitempty"`
+	Rows     []Row        `json:"rows"`
+	LogDir   string       `json:"logDir"`
+	JSONPath string       `json:"-"`
 }
 
 // Row is one line of the table: a figure next to its same-run baseline and target.
@@ -156,6 +159,8 @@ func (r *Report) build() {
 	}
 	r.scaleRows(add, floorStr)
 	r.clusterRows(add)
+	r.fleetRows(add)
+	r.liveRows(add)
 	for _, m := range r.Memory {
 		diff := 0.0
 		if m.TinyRSS > 0 {

@@ -25,6 +25,8 @@ type service struct {
 	httpAddr  string
 	logFile   string
 	startedAt time.Time
+	// readyAt is when /readyz first answered 200.
+	readyAt time.Time
 }
 
 // startService runs serve with the control plane's kubeconfig, free loopback ports and
@@ -70,6 +72,7 @@ func (e *env) startService(ctx context.Context, name string, extra ...string) (*
 		if err == nil {
 			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
+				s.readyAt = time.Now()
 				return s, nil
 			}
 		}
@@ -94,9 +97,14 @@ const startupDone = "start-up done"
 
 // waitLog waits until the service's log has a line containing text, up to timeout.
 func (s *service) waitLog(ctx context.Context, text string, timeout time.Duration) bool {
+	return s.waitLogCount(ctx, text, 1, timeout)
+}
+
+// waitLogCount waits until the service's log has n lines containing text, up to timeout.
+func (s *service) waitLogCount(ctx context.Context, text string, n int, timeout time.Duration) bool {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
-		if b, err := os.ReadFile(s.logFile); err == nil && strings.Contains(string(b), text) {
+		if b, err := os.ReadFile(s.logFile); err == nil && strings.Count(string(b), text) >= n {
 			return true
 		}
 		select {

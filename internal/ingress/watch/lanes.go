@@ -121,6 +121,13 @@ func (l *lanes) replayDone(key string) {
 	}
 }
 
+// replaying reports whether the worker holding key took it from the replay lane.
+func (l *lanes) replaying(key string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.slots.busy[key]
+}
+
 // demote marks the next add of key as a replay (initial list, resync): it goes to the
 // replay lane, unless the key is queued urgent already.
 func (l *lanes) demote(key string) {

@@ -159,3 +159,21 @@ func TestUrgentKeyTakenBeforeThePassReadsIsSkipped(t *testing.T) {
 	lq.l.beginPass() // the next resync
 	assert.False(t, lq.l.handledInPass("ReplicaSet/ns/a"))
 }
+
+// A worker's key says which lane it came from: a replayed key takes one of the
+// dispatcher's replay share of slots (dispatch.Request.Replay), a change does not, and
+// the key is no longer a replay once its worker is done with it.
+func TestLanesTellAReplayedKeyFromAChange(t *testing.T) {
+	lq := newLaneQueue()
+	lq.replay("r")
+	lq.urgent("u")
+	u, _ := lq.q.Get()
+	r, _ := lq.q.Get()
+	assert.Equal(t, []string{"u", "r"}, []string{u, r})
+	assert.False(t, lq.l.replaying(u), "a change")
+	assert.True(t, lq.l.replaying(r), "a replayed key")
+	lq.l.replayDone(r)
+	assert.False(t, lq.l.replaying(r), "done")
+	lq.q.Done(u)
+	lq.q.Done(r)
+}

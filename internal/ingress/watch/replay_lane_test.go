@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
@@ -97,23 +98,34 @@ func TestChangeDuringReplayGoesFirst(t *testing.T) {
 			inf := fac.Apps().V1().ReplicaSets().Informer()
 			var w *watch.Watcher
 			var queued atomic.Int64
-			d := &recordingDispatcher{during: func(ctx context.Context) error {
+			var sawChange atomic.Bool // the informer delivered the change (diagnostics)
+			_, _ = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+				AddFunc:    func(obj any) { sawChange.CompareAndSwap(false, isChange(obj)) },
+				UpdateFunc: func(_, obj any) { sawChange.CompareAndSwap(false, isChange(obj)) },
+			})
+			d := &recordingDispatcher{}
+			d.during = func(ctx context.Context) error {
 				if err := tc.change(ctx, kc, ns); err != nil {
 					return err
 				}
 				// Hold the only worker until the watch event is queued (urgent), with the
 				// rest of the replay still waiting.
-				err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+				err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 					return w.Urgent() >= 1, nil
 				})
 				queued.Store(int64(w.Queued()))
+				if err != nil {
+					order, _ := d.seen()
+					return fmt.Errorf("the change was not queued urgent: urgent %d, queued %d, handling %v, the informer saw it: %v: %w",
+						w.Urgent(), w.Queued(), order, sawChange.Load(), err)
+				}
 				select {
 				case <-w.Replayed():
 					return errors.New("Replayed closed while a replayed object is being handled")
 				default:
 				}
 				return err
-			}}
+			}
 			var err error
 			w, err = watch.NewReplicaSets(inf, d, watch.Options{Workers: 1, Resync: -1, Logger: testfix.Quiet()})
 			require.NoError(t, err)
@@ -185,4 +197,11 @@ func TestStartupReplayHandlesEachObjectOnce(t *testing.T) {
 	assert.Len(t, order, n)
 	cancel()
 	require.NoError(t, <-done)
+}
+
+// isChange reports whether obj is the test's change: the ReplicaSet created during the
+// replay, or one labelled changed=true.
+func isChange(obj any) bool {
+	m, ok := obj.(metav1.Object)
+	return ok && (m.GetName() == "new" || m.GetLabels()["changed"] == "true")
 }

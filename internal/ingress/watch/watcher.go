@@ -398,6 +398,8 @@ func (w *Watcher) handle(ctx context.Context, key string) (dispatch.Request, dis
 		return dispatch.Request{}, done
 	}
 	ev := core.Event{Cluster: w.opts.Cluster, Namespace: m.GetNamespace(), Name: m.GetName(), UID: m.GetUID()}
-	req := f.request(dispatch.Request{Path: dispatch.PathWatcher, Options: w.spec, Event: ev}, m)
+	// A key from the replay lane takes one of the dispatcher's replay share of slots too:
+	// the replays of every cluster together never take the slots live events need.
+	req := f.request(dispatch.Request{Path: dispatch.PathWatcher, Options: w.spec, Event: ev, Replay: w.lanes.replaying(key)}, m)
 	return req, w.d.Dispatch(ctx, req)
 }
