@@ -94,6 +94,19 @@ func TestChangeDuringReplayGoesFirst(t *testing.T) {
 			for j := range replayed {
 				testfix.CreateReplicaSet(t, kc, ns, fmt.Sprintf("rs-%02d", j), "cfg")
 			}
+			// The informer's first list is served by the apiserver's watch cache, which may
+			// not hold the last ReplicaSets created yet: one it lacks arrives as a change
+			// (rightly handled first) and the replay under test would start elsewhere.
+			controlplane.Eventually(t, time.Minute, "the watch cache to hold every ReplicaSet", func() error {
+				list, err := kc.AppsV1().ReplicaSets(ns).List(context.Background(), metav1.ListOptions{ResourceVersion: "0"})
+				if err != nil {
+					return err
+				}
+				if len(list.Items) != replayed {
+					return fmt.Errorf("%d of %d", len(list.Items), replayed)
+				}
+				return nil
+			})
 			fac := informers.NewSharedInformerFactoryWithOptions(kc, 0, informers.WithNamespace(ns))
 			inf := fac.Apps().V1().ReplicaSets().Informer()
 			var w *watch.Watcher
