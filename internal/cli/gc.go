@@ -320,7 +320,9 @@ func printGC(w io.Writer, format string, out *GCOutput, now time.Time) error {
 		for _, it := range r.Results {
 			n++
 			counts[it.Outcome]++
-			if format == OutputName {
+			if format == OutputName && (it.Outcome == gc.OutcomeWouldDelete || it.Outcome == gc.OutcomeDeleted) {
+				// only what was (or in a dry run would be) deleted, as kubectl's -o name:
+				// piping it to `kubectl delete` never names a kept or live revision.
 				fmt.Fprintf(w, "%s/%s\n", strings.ToLower(string(it.Kind)), it.Name)
 			}
 		}
