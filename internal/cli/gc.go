@@ -281,10 +281,7 @@ func (o *GCOptions) Run(ctx context.Context, s *Streams) error {
 
 // sweep sweeps the namespaces of one cluster once.
 func (o *GCOptions) sweep(ctx context.Context, log *slog.Logger, sel labels.Selector, t target) ([]*gc.Report, error) {
-	clients, nss := t.clients, t.nss
-	if t.name != "" {
-		log = log.With("cluster", t.name)
-	}
+	clients, nss := t.clients, t.nss // the sweeper and the Attacher name the cluster in their logs
 	cfg := gc.Config{Cluster: t.name, Client: clients.Kube, Logger: log,
 		Source:  gc.LiveSource{Client: clients.Kube, Dynamic: clients.Dynamic, Metadata: clients.Metadata, IncludeSecrets: o.IncludeSecrets},
 		Options: gc.Options{MinAge: o.MinAge, Keep: o.Keep}, Namespaces: nss, Selector: sel,
