@@ -16,7 +16,7 @@ export CONFIGMAP_ATTACHER_BIN_DIR := $(BIN)
 .PHONY: help build tools tools-controlplane tools-helm tools-monitoring test-monitoring test test-eso unit lint run demo clean
 
 help: ## list the targets
-	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
+	@grep -hE '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
 
 build: ## build bin/configmap-attacher (what ships) and bin/configmap-attacher-dev (it plus dev and demo: make run, make demo)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/configmap-attacher ./cmd/configmap-attacher

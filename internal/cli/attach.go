@@ -234,14 +234,18 @@ func runLegacy(ctx context.Context, args []string, s *Streams) error {
 }
 
 // legacyFlagError adds a suggestion to the flag package's "flag provided but not
-// defined: -x" error.
+// defined: -x" error; a dry run, which the old form never had, is pointed to attach's.
 func legacyFlagError(err error) error {
 	const undefined = "flag provided but not defined: -"
 	msg := err.Error()
 	if !strings.HasPrefix(msg, undefined) {
 		return err
 	}
-	if s := suggest(strings.TrimPrefix(msg, undefined), legacyFlags); s != "" {
+	name := strings.TrimPrefix(msg, undefined)
+	if name == "dry-run" {
+		return fmt.Errorf("%w (the old Job's form has no --dry-run: use configmap-attacher attach --rollout R -n N --configmaps a,b --dry-run=server)", err)
+	}
+	if s := suggest(name, legacyFlags); s != "" {
 		return fmt.Errorf("%w (did you mean -%s?)", err, s)
 	}
 	return err

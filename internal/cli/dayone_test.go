@@ -38,6 +38,7 @@ type dayOneCase struct {
 	env       map[string]string
 	wantCode  int
 	wantOut   []string
+	noOut     []string
 	wantErr   []string
 	noErr     []string
 	errLines  int // when > 0, exactly this many lines on stderr
@@ -52,6 +53,9 @@ func (tc dayOneCase) check(t *testing.T, code int, out, errOut string) {
 	assert.Equal(t, tc.wantCode, code, "stdout: %s\nstderr: %s", out, errOut)
 	for _, w := range tc.wantOut {
 		assert.Contains(t, out, w)
+	}
+	for _, w := range tc.noOut {
+		assert.NotContains(t, out, w)
 	}
 	for _, w := range tc.wantErr {
 		assert.Contains(t, errOut, w)
@@ -241,8 +245,8 @@ func TestFirstHourOneVocabulary(t *testing.T) {
 			wantCode: 2, wantErr: []string{`--output "xml": want text, wide, json, yaml or name`}, errLines: 1},
 		{name: "status -o with a bad value", args: []string{"status", "-o", "xml"},
 			wantCode: 2, wantErr: []string{`--output "xml": want text, wide, json or yaml`}, errLines: 1},
-		{name: "gc -o name lists the revisions", args: gcArgs("-o", "name"),
-			wantCode: 0, wantOut: []string{"configmap/old-config\n", "configmap/web-config\n"}},
+		{name: "gc -o name lists only the revisions it would delete", args: gcArgs("-o", "name"),
+			wantCode: 0, wantOut: []string{"configmap/old-config\n"}, noOut: []string{"configmap/web-config"}},
 		{name: "gc -o wide adds who references and owns", args: gcArgs("-o", "wide"),
 			wantCode: 0, wantOut: []string{"REFERENCED-BY", "OWNERS", "ReplicaSet/web-1"}},
 		{name: "gc -o json: seconds, one type per field, the service's cluster name", args: gcArgs("-o", "json"),
@@ -318,7 +322,8 @@ func TestFirstHourAdoption(t *testing.T) {
 				"ConfigMap app-config  referenced but not opted in (by ReplicaSet/app-1)",
 				"kubectl label configmap -n " + ns + " app-config configmap-attacher.io/revision=true",
 				"generatorOptions:\n      labels:\n        configmap-attacher.io/revision: \"true\"",
-				"or in a Helm chart's ConfigMap template:"}},
+				"or in a Helm chart's ConfigMap template (the annotation when installed with helm upgrade, not through Argo CD):",
+				"        configmap-attacher.io/revision: \"true\"\n      annotations:\n        helm.sh/resource-policy: keep"}},
 		{name: "status shows an object attached by name without the label", args: status,
 			wantCode: 0, wantOut: []string{"ConfigMap named-config  owned, by name (no opt-in label: gc never collects it)"}},
 		{name: "status flags a reference to an object that does not exist", args: status,

@@ -281,10 +281,7 @@ func (o *GCOptions) Run(ctx context.Context, s *Streams) error {
 
 // sweep sweeps the namespaces of one cluster once.
 func (o *GCOptions) sweep(ctx context.Context, log *slog.Logger, sel labels.Selector, t target) ([]*gc.Report, error) {
-	clients, nss := t.clients, t.nss
-	if t.name != "" {
-		log = log.With("cluster", t.name)
-	}
+	clients, nss := t.clients, t.nss // the sweeper and the Attacher name the cluster in their logs
 	cfg := gc.Config{Cluster: t.name, Client: clients.Kube, Logger: log,
 		Source:  gc.LiveSource{Client: clients.Kube, Dynamic: clients.Dynamic, Metadata: clients.Metadata, IncludeSecrets: o.IncludeSecrets},
 		Options: gc.Options{MinAge: o.MinAge, Keep: o.Keep}, Namespaces: nss, Selector: sel,
@@ -320,7 +317,9 @@ func printGC(w io.Writer, format string, out *GCOutput, now time.Time) error {
 		for _, it := range r.Results {
 			n++
 			counts[it.Outcome]++
-			if format == OutputName {
+			if format == OutputName && (it.Outcome == gc.OutcomeWouldDelete || it.Outcome == gc.OutcomeDeleted) {
+				// only what was (or in a dry run would be) deleted, as kubectl's -o name:
+				// piping it to `kubectl delete` never names a kept or live revision.
 				fmt.Fprintf(w, "%s/%s\n", strings.ToLower(string(it.Kind)), it.Name)
 			}
 		}

@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,6 +89,29 @@ func TestLegacyErrorsSpellFlagsWithOneDash(t *testing.T) {
 			code, out, errOut := run(context.Background(), tc.args...)
 			assert.Equal(t, 2, code, "stdout %s\nstderr %s", out, errOut)
 			assert.Contains(t, errOut, tc.want)
+		})
+	}
+}
+
+// The old Job's form has no dry run; asked for one it says where it is (the attach
+// command's --dry-run), on one line and as a usage error, and changes nothing.
+func TestLegacyDryRunPointsToAttach(t *testing.T) {
+	const hint = "the old Job's form has no --dry-run: use configmap-attacher attach --rollout R -n N --configmaps a,b --dry-run=server"
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"two dashes with a value", []string{"-rollout", "app", "-namespace", "default", "-configmaps", "a", "--dry-run=server"}},
+		{"one dash with a value", []string{"-rollout", "app", "-namespace", "default", "-configmaps", "a", "-dry-run=client"}},
+		{"without a value", []string{"-rollout", "app", "-namespace", "default", "-configmaps", "a", "--dry-run"}},
+		{"first", []string{"-dry-run", "-rollout", "app", "-namespace", "default"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := run(context.Background(), tc.args...)
+			assert.Equal(t, 2, code, "stdout %s\nstderr %s", out, errOut)
+			assert.Contains(t, errOut, "flag provided but not defined: -dry-run")
+			assert.Contains(t, errOut, hint)
+			assert.Equal(t, 1, strings.Count(strings.TrimSpace(errOut), "\n")+1, "one line: %q", errOut)
 		})
 	}
 }

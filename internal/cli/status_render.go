@@ -160,7 +160,7 @@ func renderOptIn(w io.Writer, fix *inspect.OptInFix) {
 	}
 	fmt.Fprintln(w, "  or in Kustomize, beside the configMapGenerator:")
 	fmt.Fprintln(w, "    "+strings.ReplaceAll(fix.Kustomize, "\n", "\n    "))
-	fmt.Fprintln(w, "  or in a Helm chart's ConfigMap template:")
+	fmt.Fprintln(w, "  or in a Helm chart's ConfigMap template (the annotation when installed with helm upgrade, not through Argo CD):")
 	fmt.Fprintln(w, "    "+strings.ReplaceAll(fix.Helm, "\n", "\n    "))
 }
 

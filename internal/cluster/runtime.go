@@ -90,8 +90,11 @@ type Runtime struct {
 	// Sweeper is the cluster's orphan sweeper (nil without RuntimeOptions.GC).
 	Sweeper *gc.Sweeper
 
-	opts         RuntimeOptions
-	log          *slog.Logger
+	opts RuntimeOptions
+	log  *slog.Logger
+	// base is log without the cluster, for the Attacher and the sweeper, which add it
+	// themselves (one key once on every line).
+	base         *slog.Logger
 	stopRecorder func()
 	ran          chan struct{} // closed when Run begins
 	life         context.Context
@@ -107,7 +110,7 @@ func NewRuntime(sp Spec, o RuntimeOptions) (*Runtime, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	rt := &Runtime{Cluster: Cluster{Spec: sp}, opts: o, log: log.With("cluster", sp.Name), ran: make(chan struct{})}
+	rt := &Runtime{Cluster: Cluster{Spec: sp}, opts: o, log: log.With("cluster", sp.Name), base: log, ran: make(chan struct{})}
 	var err error
 	if rt.Clients, err = kube.NewClients(withRequestDeadline(sp.Config, o.RequestTimeout)); err != nil {
 		return nil, fmt.Errorf("cluster %q: %w", sp.Name, err)
@@ -154,7 +157,7 @@ func (rt *Runtime) buildCore() error {
 	var err error
 	rt.Attacher, err = core.NewAttacher(core.Config{Cluster: name, Client: rt.Clients.Kube, Metadata: rt.Clients.Metadata, Reader: rt.Reader, Recorder: rt.Recorder,
 		AllowSecrets: o.AllowSecrets, BlockOwnerDeletion: o.BlockOwnerDeletion, Namespaces: namespacePolicy(o.Namespaces, rt.Spec),
-		Logger: rt.log, Applications: &kube.Applications{Dynamic: rt.Clients.Dynamic}})
+		Logger: rt.base, Applications: &kube.Applications{Dynamic: rt.Clients.Dynamic}})
 	if err != nil {
 		return fmt.Errorf("cluster %q: %w", name, err)
 	}
@@ -175,7 +178,7 @@ func (rt *Runtime) sweeperConfig() gc.Config {
 	}
 	live := gc.LiveSource{Client: cl.Kube, Dynamic: cl.Dynamic, Metadata: cl.Metadata, IncludeSecrets: o.AllowSecrets}
 	cfg := gc.Config{Cluster: rt.Spec.Name, Client: cl.Kube, Metadata: cl.Metadata, Attacher: rt.Attacher, AllowSecrets: o.AllowSecrets,
-		Source: gc.CachedSource{Store: stores, Live: live}, Recorder: rt.Recorder, Metrics: g.Metrics, Logger: rt.log,
+		Source: gc.CachedSource{Store: stores, Live: live}, Recorder: rt.Recorder, Metrics: g.Metrics, Logger: rt.base,
 		Options: g.Options, Interval: g.Interval, DryRun: g.DryRun, ServerDryRun: g.ServerDryRun, Clock: cl.Clock.Now}
 	switch {
 	case len(rt.Spec.Namespaces) > 0:

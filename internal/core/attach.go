@@ -87,7 +87,8 @@ type Config struct {
 	// Namespaces restricts the namespaces events may act in; an event elsewhere is
 	// refused (ErrRefused) before anything is read or written. Zero: every namespace.
 	Namespaces NamespacePolicy
-	// Logger receives structured logs; nil means slog.Default().
+	// Logger receives structured logs; nil means slog.Default(). The Attacher adds
+	// cluster=Cluster: pass a logger that does not name the cluster already.
 	Logger *slog.Logger
 	// Backoff bounds the retries of a conflicting write; zero means DefaultBackoff.
 	Backoff wait.Backoff

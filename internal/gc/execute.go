@@ -120,7 +120,7 @@ func (e *Executor) execute(ctx context.Context, p *Plan, dryRun bool, f *freshne
 	if log == nil {
 		log = slog.Default()
 	}
-	log = log.With("cluster", e.Cluster, "namespace", p.Namespace)
+	log = log.With("namespace", p.Namespace) // the cluster: NewSweeper's logger names it
 	rep := &Report{Cluster: e.Cluster, Namespace: p.Namespace, DryRun: dryRun, Plan: p, Results: make([]ItemResult, len(p.Items))}
 	repairs := map[types.UID]*repairTarget{}
 	var deletes []int

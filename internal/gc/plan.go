@@ -365,21 +365,26 @@ var (
 	kustomizeHash = regexp.MustCompile(`^[bcdfghjklmnpqrstvwxz2456789]{10}$`)
 	// Helm checksum names and hand-made suffixes: 5+ lowercase hex or alphanumerics with a digit.
 	digitHash = regexp.MustCompile(`^[a-z0-9]{5,}$`)
+	// hand-numbered revisions: "web-config-2", "web-config-v4".
+	versionSuffix = regexp.MustCompile(`^v?[0-9]+$`)
 )
 
-// StripHashSuffix removes a trailing "-SUFFIX" that looks like a content hash, so that
-// "app-config-7fh9k2c8tm" and "app-config-b4m2t7kg9h" share the family "app-config".
-// SUFFIX is a hash when it is 10 characters of kustomize's hash alphabet
-// (bcdfghjklmnpqrstvwxz2456789), or at least 5 lowercase letters and digits with at
-// least one digit (Helm-style checksums, "sha-1a2b3c"). Anything else ("app-config",
-// "app-config-v2", "app-config-blue") is returned unchanged.
+// StripHashSuffix removes a trailing "-SUFFIX" that looks like a content hash or a
+// version number, so that "app-config-7fh9k2c8tm" and "app-config-b4m2t7kg9h", or
+// "app-config-1" and "app-config-v2", share the family "app-config". SUFFIX is a hash
+// when it is 10 characters of kustomize's hash alphabet (bcdfghjklmnpqrstvwxz2456789),
+// or at least 5 lowercase letters and digits with at least one digit (Helm-style
+// checksums, "sha-1a2b3c"); a version when it is digits, optionally after a "v". Anything
+// else ("app-config", "app-config-blue") is returned unchanged. Only one suffix is
+// removed. The family only ranks unreferenced revisions for keep-N (docs/design.md).
 func StripHashSuffix(name string) string {
 	i := strings.LastIndexByte(name, '-')
 	if i <= 0 || i == len(name)-1 {
 		return name
 	}
 	suf := name[i+1:]
-	if kustomizeHash.MatchString(suf) || (digitHash.MatchString(suf) && strings.ContainsAny(suf, "0123456789")) {
+	if kustomizeHash.MatchString(suf) || versionSuffix.MatchString(suf) ||
+		(digitHash.MatchString(suf) && strings.ContainsAny(suf, "0123456789")) {
 		return name[:i]
 	}
 	return name

@@ -122,6 +122,15 @@ func TestPlanNamespace(t *testing.T) {
 			reason: map[string]string{"a-cm-2": "newest unreferenced #1", "a-sec-2": "newest unreferenced #1"}},
 		{name: "keep 0 deletes every old orphan", snap: snapshot(nil, rev("a-1", 3*time.Hour, family("a")), rev("a-2", 2*time.Hour, family("a"))),
 			opts: Options{MinAge: time.Hour, Keep: 0, Now: t0}, want: map[string]Decision{"a-1": Delete, "a-2": Delete}},
+		{name: "numbered and versioned orphans are one family; the rules before keep-N still keep", snap: snapshot([]Workload{rsUsing("web-7f9c", "rs1", "web-config-5")},
+			rev("web-config-0", 6*time.Hour, func(r *Revision) { r.Annotations[core.AnnotationSkip] = "true" }),
+			rev("web-config-1", 5*time.Hour), rev("web-config-2", 4*time.Hour), rev("web-config-3", 3*time.Hour), rev("web-config-v4", 2*time.Hour),
+			rev("web-config-5", 90*time.Minute, ownedBy("apps/v1", "ReplicaSet", "web-7f9c", "rs1")), rev("web-config-7", 10*time.Minute)),
+			opts: Options{MinAge: time.Hour, Keep: 2, Now: t0},
+			want: map[string]Decision{"web-config-0": Keep, "web-config-1": Delete, "web-config-2": Delete, "web-config-3": Delete,
+				"web-config-v4": Keep, "web-config-5": Keep, "web-config-7": Keep},
+			reason: map[string]string{"web-config-0": "skip", "web-config-v4": `#2 of family "web-config"`, "web-config-5": "referenced by",
+				"web-config-7": "younger than", "web-config-1": `#5 of family "web-config"`}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -197,7 +206,15 @@ func TestStripHashSuffix(t *testing.T) {
 		{"app-config-bcdfghjklm", "app-config"}, // kustomize alphabet, no digit
 		{"app-config-1a2b3c4d", "app-config"},
 		{"app-config", "app-config"},
-		{"app-config-v2", "app-config-v2"},
+		{"app-config-v2", "app-config"}, // a version suffix, like a hash
+		{"app-config-1", "app-config"},
+		{"app-config-42", "app-config"},
+		{"app-config-V2", "app-config-V2"}, // not a DNS name's version: unchanged
+		{"app-config-v", "app-config-v"},
+		{"app-config-v2b", "app-config-v2b"},
+		{"app-config-2v", "app-config-2v"},
+		{"v2", "v2"},
+		{"-1", "-1"},
 		{"app-config-blue", "app-config-blue"},
 		{"app-config-green", "app-config-green"},
 		{"config", "config"},
@@ -227,6 +244,8 @@ func TestFamilyOf(t *testing.T) {
 		{"dead ReplicaSet: name without hash", rev("x", 0, ownedBy("apps/v1", "ReplicaSet", "api-6b8f9c7d5", "gone")), "api"},
 		{"other owner kind", rev("x", 0, ownedBy("example.com/v1", "Widget", "w", "w1")), "w"},
 		{"unowned: stripped name", rev("cfg-7fh9k2c8tm", 0), "cfg"},
+		{"unowned: numbered name", rev("web-config-2", 0), "web-config"},
+		{"unowned: versioned name", rev("web-config-v4", 0), "web-config"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := FamilyOf(&tc.r, byUID); got != tc.want {

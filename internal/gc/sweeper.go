@@ -57,7 +57,9 @@ type Config struct {
 	// Recorder receives an Event per deletion; Metrics count them.
 	Recorder core.Recorder
 	Metrics  *Metrics
-	Logger   *slog.Logger
+	// Logger receives the sweep's logs; the Sweeper adds component=gc and
+	// cluster=Cluster: pass a logger that does not name the cluster already.
+	Logger *slog.Logger
 	// Options are the planner's MinAge and Keep (Now is ignored: each sweep uses the clock).
 	Options Options
 	// Interval between periodic sweeps in Run; zero means DefaultInterval.
@@ -157,7 +159,7 @@ func NewSweeper(cfg Config) (*Sweeper, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	log = log.With("component", "gc")
+	log = log.With("component", "gc", "cluster", cfg.Cluster) // once: the Executor gets this logger
 	return &Sweeper{cfg: cfg, log: log, trig: newTriggers(),
 		exec: &Executor{Cluster: cfg.Cluster, Client: cfg.Client, Metadata: cfg.Metadata, Attacher: cfg.Attacher, AllowSecrets: cfg.AllowSecrets,
 			Recorder: cfg.Recorder, Metrics: cfg.Metrics, Logger: log, ServerDryRun: cfg.ServerDryRun, Parallel: cfg.Parallel}}, nil

@@ -159,7 +159,9 @@ func NewOptInFix(ns string, keys []string) *OptInFix {
 	}
 	fix := &OptInFix{
 		Kustomize: "generatorOptions:\n  labels:\n    " + core.LabelRevision + ": \"true\"",
-		Helm:      "metadata:\n  labels:\n    " + core.LabelRevision + ": \"true\"",
+		// the annotation keeps `helm upgrade` from deleting the revision a rollback returns
+		// to (README, "Opting existing config in").
+		Helm: "metadata:\n  labels:\n    " + core.LabelRevision + ": \"true\"\n  annotations:\n    helm.sh/resource-policy: keep",
 	}
 	for _, kind := range kinds {
 		fix.Kubectl = append(fix.Kubectl, fmt.Sprintf("kubectl label %s -n %s %s %s=true",

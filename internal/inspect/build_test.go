@@ -192,3 +192,10 @@ func TestNewOptInFixGroupsNamesByKind(t *testing.T) {
 	assert.Contains(t, fix.Kustomize, "generatorOptions:")
 	assert.Contains(t, fix.Helm, core.LabelRevision+`: "true"`)
 }
+
+// The Helm fix is the README's whole fix: the opt-in label, and the annotation that keeps
+// `helm upgrade` from deleting the revision a rollback returns to.
+func TestOptInFixForHelmKeepsTheRevisionOnUpgrade(t *testing.T) {
+	fix := inspect.NewOptInFix("shop", []string{"ConfigMap/a"})
+	assert.Equal(t, "metadata:\n  labels:\n    "+core.LabelRevision+": \"true\"\n  annotations:\n    helm.sh/resource-policy: keep", fix.Helm)
+}
