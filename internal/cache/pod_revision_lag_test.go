@@ -2,8 +2,6 @@ package cache
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -11,14 +9,9 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
-	"k8s.io/client-go/kubernetes/fake"
-	metadatafake "k8s.io/client-go/metadata/fake"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
-	"github.com/configmap-attacher/configmap-attacher/internal/kube"
 )
 
 // A Pod of a StatefulSet's new template is covered by its StatefulSet (its revision),
@@ -42,18 +35,10 @@ func TestPodOfAStatefulSetTemplateTheCacheLagsIsNeverAnOwner(t *testing.T) {
 			sts := &appsv1.StatefulSet{ObjectMeta: objMeta("db", "sts-1", nil), Spec: appsv1.StatefulSetSpec{Template: template("cfg")}}
 			cr := revisionOf(t, sts)
 			pod := &corev1.Pod{ObjectMeta: objMeta("db-0", "pod-1", controller("StatefulSet", "db", "sts-1")), Spec: template("cfg").Spec}
-			clients := &kube.Clients{Kube: fake.NewClientset(sts, cr, pod),
-				Dynamic:  dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{core.RolloutGVR: "RolloutList"}),
-				Metadata: metadatafake.NewSimpleMetadataClient(metadatafake.NewTestScheme())}
-			c, err := New(clients, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-			require.NoError(t, err)
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- c.Run(ctx) }()
-			defer func() { cancel(); require.NoError(t, <-done) }()
+			ctx := context.Background()
+			c, _ := runFakeCache(t, Options{}, sts, cr, pod)
 			wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
 			defer wcancel()
-			require.NoError(t, c.WaitForSync(wctx))
 			require.True(t, c.awaitUsers(wctx), "user informers synced")
 			if tc.lag {
 				// The StatefulSet and ControllerRevision watches lag behind the Pod one: the

@@ -3,8 +3,6 @@ package cache
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"sort"
 	"testing"
 	"time"
@@ -16,14 +14,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
-	"k8s.io/client-go/kubernetes/fake"
-	metadatafake "k8s.io/client-go/metadata/fake"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
-	"github.com/configmap-attacher/configmap-attacher/internal/kube"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -89,21 +82,13 @@ func TestUsersIndexMatchesLiveLists(t *testing.T) {
 		&corev1.Pod{ObjectMeta: objMeta("debug", "pod-1", nil), Spec: template("cfg").Spec},
 		&corev1.Pod{ObjectMeta: objMeta("db-0", "pod-2", controller("StatefulSet", "db", "sts-1")), Spec: template("cfg").Spec},
 	}
-	clients := &kube.Clients{Kube: fake.NewClientset(objs...),
-		Dynamic:  dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{core.RolloutGVR: "RolloutList"}),
-		Metadata: metadatafake.NewSimpleMetadataClient(metadatafake.NewTestScheme())}
-	c, err := New(clients, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	defer func() { cancel(); require.NoError(t, <-done) }()
+	ctx := context.Background()
+	c, _ := runFakeCache(t, Options{}, objs...)
 	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
 	defer wcancel()
-	require.NoError(t, c.WaitForSync(wctx))
 	// The user informers start with the first Users, answered live until they have synced
 	// (lazyUsers).
-	_, err = c.Users(ctx, core.KindConfigMap, "shop", "cfg")
+	_, err := c.Users(ctx, core.KindConfigMap, "shop", "cfg")
 	require.NoError(t, err)
 	require.True(t, c.awaitUsers(wctx), "user informers synced")
 	misses := c.Misses("users")
@@ -111,7 +96,7 @@ func TestUsersIndexMatchesLiveLists(t *testing.T) {
 	cached, err := c.Users(ctx, core.KindConfigMap, "shop", "cfg")
 	require.NoError(t, err)
 	assert.Equal(t, misses, c.Misses("users"), "answered from the index")
-	live, err := core.LiveReader{Client: clients.Kube, Dynamic: clients.Dynamic, Metadata: clients.Metadata}.Users(ctx, core.KindConfigMap, "shop", "cfg")
+	live, err := core.LiveReader{Client: c.clients.Kube, Dynamic: c.clients.Dynamic, Metadata: c.clients.Metadata}.Users(ctx, core.KindConfigMap, "shop", "cfg")
 	require.NoError(t, err)
 	want := []string{"ControllerRevision/db-5d8f (StatefulSet/db)", "CronJob/nightly", "DaemonSet/agent", "Job/migrate",
 		"Pod/debug", "ReplicaSet/api-1", "ReplicaSet/web-1"}
