@@ -445,6 +445,12 @@ func fingerprint(s *corev1.Secret) string {
 // allows (nil: none). It returns the valid Specs and one error per invalid Secret; the
 // error is a listing failure.
 func ArgoCDSpecs(ctx context.Context, client kubernetes.Interface, ns string, exec *ExecPolicy) ([]Spec, []error, error) {
+	return argoCDSpecs(ctx, client, ns, exec, homeCluster{})
+}
+
+// argoCDSpecs is ArgoCDSpecs skipping the Secrets that name the home cluster
+// (homeCluster.isAlias): the static clusters serve it already.
+func argoCDSpecs(ctx context.Context, client kubernetes.Interface, ns string, exec *ExecPolicy, home homeCluster) ([]Spec, []error, error) {
 	list, err := client.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: ArgoCDSecretTypeLabel + "=" + ArgoCDSecretTypeCluster})
 	if err != nil {
 		return nil, nil, fmt.Errorf("listing Argo CD cluster Secrets in %s: %w", ns, err)
@@ -453,7 +459,11 @@ func ArgoCDSpecs(ctx context.Context, client kubernetes.Interface, ns string, ex
 	var specs []Spec
 	var bad []error
 	for i := range list.Items {
-		sp, err := SpecFromSecretAllowing(&list.Items[i], exec)
+		s := &list.Items[i]
+		if home.isAlias(strings.TrimSpace(secretValue(s, "name")), strings.TrimSpace(secretValue(s, "server"))) {
+			continue
+		}
+		sp, err := SpecFromSecretAllowing(s, exec)
 		if err != nil {
 			bad = append(bad, err)
 			continue
