@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -171,6 +172,9 @@ func TestHomeAliasIsLoggedOnceAtInfo(t *testing.T) {
 	assert.Equal(t, "hub", oe.Cluster)
 }
 
+// aliasRuns numbers the runs of TestArgoCDInClusterSecretRoutesToTheHomeCluster.
+var aliasRuns atomic.Int64
+
 // TestArgoCDInClusterSecretRoutesToTheHomeCluster: with real control planes, Argo CD's
 // own in-cluster Secret (no credentials, a "namespaces" of its own) is no refused
 // Secret: not in the statuses nor the refused metric; events naming it go to the home
@@ -211,7 +215,7 @@ func TestArgoCDInClusterSecretRoutesToTheHomeCluster(t *testing.T) {
 	assert.Zero(t, refusedCount(), "the in-cluster Secret is not refused")
 	assert.True(t, s.reg.Healthy("in-cluster"), "in-cluster is the home")
 
-	fa := makeFixture(t, cpA, "alias", "web-9", "cfg-9")
+	fa := makeFixture(t, cpA, fmt.Sprintf("alias-%d", aliasRuns.Add(1)), "web-9", "cfg-9") // a namespace per run: -count=N
 	code, resp := s.post(t, "in-cluster", fa.rs)
 	require.Equal(t, 200, code, resp.text())
 	assert.Equal(t, "hub", resp.Cluster)
