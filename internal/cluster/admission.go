@@ -35,6 +35,8 @@ type claim struct {
 	pin     int    // the shard its `shard` field pins the cluster to, -1 for none (ownership.go)
 	name    string // the cluster name it asks for, even when invalid
 	server  string
+	// alias: the Secret names the home cluster (homealias.go); spec holds only its name.
+	alias bool
 }
 
 // refusal is why a valid claim is not admitted, and the other Secrets involved.
@@ -55,9 +57,13 @@ type refusal struct {
 //     same objects twice. Disjoint namespaces ("team-a" and "team-b") are two logical
 //     clusters of one apiserver, each limited to its own namespaces, and are served;
 //   - beyond Options.MaxClusters the Secrets are refused (cluster-cap): those already
-//     served keep their place, the others are admitted in Secret name order.
+//     served keep their place, the others are admitted in Secret name order;
+//   - a Secret naming the home cluster (homeCluster.isAlias: Argo CD's own `in-cluster`
+//     Secret) is an alias of it, admitted outside the cap and taking no server, unless
+//     another Secret claims its name as above (duplicate-name).
 //
-// It returns the claims to serve and the refusals by Secret key. r.mu must be held.
+// It returns the claims to serve (aliases among them, claim.alias) and the refusals by
+// Secret key. r.mu must be held.
 func (r *Registry) admissionLocked() (map[string]*claim, map[string]refusal) {
 	byName := map[string][]string{}
 	staticName, byServer := map[string]string{}, map[string][]scope{}
@@ -72,17 +78,26 @@ func (r *Registry) admissionLocked() (map[string]*claim, map[string]refusal) {
 	for _, k := range keys {
 		if c := r.claims[k]; c.err == nil {
 			byName[c.spec.Name] = append(byName[c.spec.Name], k)
-			if staticName[c.spec.Name] == "" { // refused anyway: it takes no server
+			if staticName[c.spec.Name] == "" && !c.alias { // refused anyway, or the home's: it takes no server
 				srv := normalServer(c.spec.Server())
 				byServer[srv] = append(byServer[srv], scope{who: k, nss: r.namespacesOf(c.spec)})
 			}
 		}
 	}
 	refused := map[string]refusal{}
+	admit := map[string]*claim{}
 	var fit []string
 	for _, k := range keys {
 		c := r.claims[k]
 		if c.err != nil {
+			continue
+		}
+		if c.alias { // the home's: neither a cluster of its own nor under the cap
+			if rf, ok := r.aliasConflict(c, staticName, byName); ok {
+				refused[k] = rf
+			} else {
+				admit[k] = c
+			}
 			continue
 		}
 		if rf, ok := r.refuseClaim(c, staticName, byName, byServer); ok {
@@ -91,18 +106,36 @@ func (r *Registry) admissionLocked() (map[string]*claim, map[string]refusal) {
 		}
 		fit = append(fit, k)
 	}
-	admit := map[string]*claim{}
 	room := r.opts.MaxClusters - len(staticName)
 	// Those served now keep their place under the cap; then the others by Secret name.
 	sort.SliceStable(fit, func(i, j int) bool { return r.servedLocked(fit[i]) && !r.servedLocked(fit[j]) })
+	var fitted []string
 	for _, k := range fit {
-		if r.opts.MaxClusters > 0 && len(admit) >= room {
+		if r.opts.MaxClusters > 0 && len(fitted) >= room {
 			refused[k] = refusal{ReasonCap, fmt.Sprintf("the service already serves %d clusters, its cap (--max-clusters=%d)", r.opts.MaxClusters, r.opts.MaxClusters), nil}
 			continue
 		}
 		admit[k] = r.claims[k]
+		fitted = append(fitted, k)
 	}
 	return admit, refused
+}
+
+// aliasConflict says why the alias claim c of the home cluster is refused, if it is:
+// another Secret claims its name (another alias, or, for a name that is no static
+// cluster's, any Secret), and neither is served, as for any duplicate name.
+func (r *Registry) aliasConflict(c *claim, staticName map[string]string, byName map[string][]string) (refusal, bool) {
+	var others []string
+	for _, o := range without(byName[c.spec.Name], c.key) {
+		if staticName[c.spec.Name] == "" || r.claims[o].alias {
+			others = append(others, o)
+		}
+	}
+	if len(others) == 0 {
+		return refusal{}, false
+	}
+	return refusal{ReasonDuplicateName, fmt.Sprintf("cluster name %q (the home cluster) is also claimed by Secret %s: neither is served until one is deleted or renamed",
+		c.spec.Name, strings.Join(others, ", ")), others}, true
 }
 
 // scope is one cluster of an API server: the Secret (namespace/name) or static
@@ -245,6 +278,10 @@ func (r *Registry) newClaim(s *corev1.Secret) *claim {
 	key := s.Namespace + "/" + s.Name
 	c := &claim{key: key, fp: fingerprint(s), uid: s.UID, name: strings.TrimSpace(secretValue(s, "name")),
 		server: strings.TrimSpace(secretValue(s, "server")), pin: shardPin(s)}
+	if r.home.isAlias(c.name, c.server) { // nothing else it says is used: not even parsed
+		c.alias, c.spec = true, Spec{Name: c.name, Source: SourceArgoCD, Origin: "Argo CD Secret " + key}
+		return c
+	}
 	c.spec, c.err = specFromSecret(s, r.opts.ExecPlugins) // no credentials: each registration binds its own
 	if c.err != nil {
 		c.reason = ReasonInvalid

@@ -21,6 +21,9 @@ type Directory struct {
 	mu     sync.RWMutex
 	def    string
 	routes map[string]route
+	// aliases maps the names of Argo CD Secrets naming the home cluster to its name
+	// (homealias.go).
+	aliases map[string]string
 	// owner returns the forwarding address of the replica owning a cluster not served
 	// here ("" none at the moment); nil without a fleet.
 	owner func(name string) string
@@ -63,6 +66,13 @@ func (d *Directory) setPending(fn func() bool) {
 	d.pending = fn
 }
 
+// setAliases makes each name of aliases stand for the cluster it maps to.
+func (d *Directory) setAliases(aliases map[string]string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.aliases = aliases
+}
+
 // set routes name to rt (nil: registered, served elsewhere).
 func (d *Directory) set(name string, r route) {
 	d.mu.Lock()
@@ -98,6 +108,9 @@ func (d *Directory) Runtime(name string) (*Runtime, error) {
 	defer d.mu.RUnlock()
 	if name == "" {
 		name = d.def
+	}
+	if to, ok := d.aliases[name]; ok {
+		name = to
 	}
 	r, ok := d.routes[name]
 	if !ok && d.pending != nil && d.pending() {

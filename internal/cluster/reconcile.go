@@ -27,17 +27,22 @@ func (r *Registry) reconcileLocked() []*member {
 	var stopped []*member
 	for _, key := range sortedKeys(r.secrets) {
 		name := r.secrets[key]
-		if c, ok := admit[key]; !ok || r.members[name] == nil || r.members[name].fingerprint != c.fp || r.members[name].pin != c.pin {
+		if c, ok := admit[key]; !ok || c.alias || r.members[name] == nil || r.members[name].fingerprint != c.fp || r.members[name].pin != c.pin {
 			if m := r.unregisterLocked(key); m != nil {
 				stopped = append(stopped, m)
 			}
 		}
 	}
+	aliases := map[string]*claim{}
 	for _, key := range sortedKeys(admit) {
+		c := admit[key]
+		if c.alias {
+			aliases[key] = c
+			continue
+		}
 		if _, ok := r.secrets[key]; ok {
 			continue
 		}
-		c := admit[key]
 		if other, taken := r.members[c.spec.Name]; taken { // a static cluster: refused above already
 			refused[key] = refusal{ReasonNameTaken, "cluster name " + c.spec.Name + " is already registered by " + other.c.Spec.Origin, nil}
 			continue
@@ -52,6 +57,7 @@ func (r *Registry) reconcileLocked() []*member {
 		r.secrets[key] = c.spec.Name
 		r.startLocked(m)
 	}
+	r.setAliasesLocked(aliases)
 	r.reportLocked(refused)
 	return stopped
 }

@@ -158,6 +158,11 @@ type Registry struct {
 	argoSync     atomic.Pointer[toolscache.InformerSynced]
 	defName      string
 	dir          *Directory
+	// home recognises the Secrets naming the home cluster (homealias.go); aliases maps
+	// the names of those admitted to the home's, aliasKeys their Secrets to their names.
+	home      homeCluster
+	aliases   map[string]string
+	aliasKeys map[string]string
 }
 
 type member struct {
@@ -225,6 +230,7 @@ func New(opts Options) (*Registry, error) {
 		}
 		r.members[sp.Name] = m
 	}
+	r.home = homeClusterOf(opts.Clusters)
 	r.defName = opts.Default
 	if r.defName == "" {
 		r.defName = opts.Clusters[0].Name
@@ -320,7 +326,7 @@ func (r *Registry) lookup(name string) (*member, error) {
 	if name == "" {
 		name = r.defName
 	}
-	m, ok := r.members[name]
+	m, ok := r.members[r.resolveAliasLocked(name)]
 	if !ok {
 		names := sortedKeys(r.members)
 		if len(names) > 10 {

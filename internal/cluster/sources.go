@@ -72,7 +72,8 @@ func (s Sources) Static() ([]Spec, error) {
 // All returns Static plus, with ArgoCDNamespace, the clusters of the Argo CD cluster
 // Secrets listed once from the first (default) cluster, for one-shot commands. Invalid
 // Secrets are returned as errors beside the Specs; an Argo CD cluster whose name is
-// already taken is skipped with an error.
+// already taken is skipped with an error; a Secret naming the home cluster (Argo CD's
+// in-cluster Secret, homeCluster.isAlias) is skipped: the home is served already.
 func (s Sources) All(ctx context.Context) ([]Spec, []error, error) {
 	specs, err := s.Static()
 	if err != nil {
@@ -85,7 +86,7 @@ func (s Sources) All(ctx context.Context) ([]Spec, []error, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	argo, bad, err := ArgoCDSpecs(ctx, clients.Kube, s.ArgoCDNamespace, s.ExecPlugins)
+	argo, bad, err := argoCDSpecs(ctx, clients.Kube, s.ArgoCDNamespace, s.ExecPlugins, homeClusterOf(specs))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -205,7 +205,7 @@ type argoClusterConfig struct {
 	Password           string              `json:"password,omitempty"`
 	BearerToken        string              `json:"bearerToken,omitempty"`
 	TLSClientConfig    argoTLSClientConfig `json:"tlsClientConfig"`
-	AWSAuthConfig      json.RawMessage     `json:"awsAuthConfig,omitempty"`
+	AWSAuthConfig      *argoAWSAuthConfig  `json:"awsAuthConfig,omitempty"`
 	ExecProviderConfig *argoExecProvider   `json:"execProviderConfig,omitempty"`
 	DisableCompression bool                `json:"disableCompression,omitempty"`
 	ProxyURL           string              `json:"proxyUrl,omitempty"`
@@ -236,9 +236,10 @@ func IsArgoCDClusterSecret(s *corev1.Secret) bool {
 // "server" (required), "name" (default: the server URL, as in Argo CD), "config" (JSON:
 // bearerToken, username/password, tlsClientConfig {insecure, serverName, caData,
 // certData, keyData}, execProviderConfig {command, args, env, apiVersion, installHint},
-// proxyUrl, disableCompression) and "namespaces" (comma list). The in-cluster server
-// https://kubernetes.default.svc without credentials means the pod's service account.
-// awsAuthConfig is not supported (use execProviderConfig). Errors name the Secret and key.
+// proxyUrl, disableCompression, awsAuthConfig {clusterName, roleARN, profile}) and
+// "namespaces" (comma list). The in-cluster server https://kubernetes.default.svc
+// without credentials means the pod's service account. awsAuthConfig is, as in Argo CD,
+// the credential plugin argocd-k8s-auth (awsauth.go). Errors name the Secret and key.
 // No credential plugin is allowed (see SpecFromSecretAllowing).
 func SpecFromSecret(s *corev1.Secret) (Spec, error) { return SpecFromSecretAllowing(s, nil) }
 
@@ -289,15 +290,12 @@ func specFromSecret(s *corev1.Secret, exec *ExecPolicy) (Spec, error) {
 			return fail(`"config" is not valid cluster config JSON: %v`, err)
 		}
 	}
-	if len(cc.AWSAuthConfig) > 0 && string(cc.AWSAuthConfig) != "null" {
-		return fail(`"config".awsAuthConfig is not supported; use execProviderConfig (for example "aws eks get-token")`)
-	}
 	nss, err := secretNamespaces(s)
 	if err != nil {
 		return fail("%w", err)
 	}
 
-	hasCreds := cc.BearerToken != "" || cc.Username != "" || len(cc.TLSClientConfig.CertData) > 0 || cc.ExecProviderConfig != nil
+	hasCreds := cc.BearerToken != "" || cc.Username != "" || len(cc.TLSClientConfig.CertData) > 0 || cc.ExecProviderConfig != nil || cc.AWSAuthConfig != nil
 	var cfg *rest.Config
 	var plugin *execPlugin
 	if strings.TrimSuffix(server, "/") == ArgoCDInClusterServer && !hasCreds {
@@ -335,10 +333,13 @@ func secretConfig(server string, cc argoClusterConfig, exec *ExecPolicy) (*rest.
 	if (len(cc.TLSClientConfig.CertData) > 0) != (len(cc.TLSClientConfig.KeyData) > 0) {
 		return nil, nil, errors.New(`"config".tlsClientConfig: certData and keyData go together`)
 	}
+	field, e, err := execProvider(cc)
+	if err != nil {
+		return nil, nil, err
+	}
 	var plugin *execPlugin
-	if e := cc.ExecProviderConfig; e != nil {
-		var err error
-		if plugin, err = allowedPlugin(e, exec); err != nil {
+	if e != nil {
+		if plugin, err = allowedPlugin(field, e, exec); err != nil {
 			return nil, nil, err
 		}
 		cfg.BearerToken, cfg.BearerTokenFile, cfg.Username, cfg.Password = "", "", "", ""
@@ -366,25 +367,26 @@ func applyProxy(cfg *rest.Config, proxyURL string) error {
 // returns the plugin to run (by execCreds, not by client-go) for the cluster's
 // requests; the caller sets its base configuration. Errors wrap ErrExecNotAllowed for
 // a command or environment not allowed.
-func allowedPlugin(e *argoExecProvider, p *ExecPolicy) (*execPlugin, error) {
+// field names the Secret's key the plugin comes from, for errors.
+func allowedPlugin(field string, e *argoExecProvider, p *ExecPolicy) (*execPlugin, error) {
 	if e.Command == "" {
-		return nil, errors.New(`"config".execProviderConfig.command is required`)
+		return nil, fmt.Errorf(`%s.command is required`, field)
 	}
 	path, err := p.resolve(e.Command)
 	if err != nil {
-		return nil, fmt.Errorf(`"config".execProviderConfig: %w`, err)
+		return nil, fmt.Errorf(`%s: %w`, field, err)
 	}
 	api := e.APIVersion
 	if api == "" {
 		api = "client.authentication.k8s.io/v1beta1"
 	}
 	if api != "client.authentication.k8s.io/v1beta1" && api != "client.authentication.k8s.io/v1" {
-		return nil, fmt.Errorf(`"config".execProviderConfig.apiVersion %q is not client.authentication.k8s.io/v1 or v1beta1`, core.Clip(api))
+		return nil, fmt.Errorf(`%s.apiVersion %q is not client.authentication.k8s.io/v1 or v1beta1`, field, core.Clip(api))
 	}
 	var env []string
 	for _, k := range sortedKeys(e.Env) {
 		if unsafePluginEnv(k) || k == "" || strings.ContainsRune(k, '=') {
-			return nil, fmt.Errorf(`"config".execProviderConfig.env: %w: %q may not be set by a cluster Secret`, ErrExecNotAllowed, core.Clip(k))
+			return nil, fmt.Errorf(`%s.env: %w: %q may not be set by a cluster Secret`, field, ErrExecNotAllowed, core.Clip(k))
 		}
 		env = append(env, k+"="+e.Env[k])
 	}
@@ -443,6 +445,12 @@ func fingerprint(s *corev1.Secret) string {
 // allows (nil: none). It returns the valid Specs and one error per invalid Secret; the
 // error is a listing failure.
 func ArgoCDSpecs(ctx context.Context, client kubernetes.Interface, ns string, exec *ExecPolicy) ([]Spec, []error, error) {
+	return argoCDSpecs(ctx, client, ns, exec, homeCluster{})
+}
+
+// argoCDSpecs is ArgoCDSpecs skipping the Secrets that name the home cluster
+// (homeCluster.isAlias): the static clusters serve it already.
+func argoCDSpecs(ctx context.Context, client kubernetes.Interface, ns string, exec *ExecPolicy, home homeCluster) ([]Spec, []error, error) {
 	list, err := client.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: ArgoCDSecretTypeLabel + "=" + ArgoCDSecretTypeCluster})
 	if err != nil {
 		return nil, nil, fmt.Errorf("listing Argo CD cluster Secrets in %s: %w", ns, err)
@@ -451,7 +459,11 @@ func ArgoCDSpecs(ctx context.Context, client kubernetes.Interface, ns string, ex
 	var specs []Spec
 	var bad []error
 	for i := range list.Items {
-		sp, err := SpecFromSecretAllowing(&list.Items[i], exec)
+		s := &list.Items[i]
+		if home.isAlias(strings.TrimSpace(secretValue(s, "name")), strings.TrimSpace(secretValue(s, "server"))) {
+			continue
+		}
+		sp, err := SpecFromSecretAllowing(s, exec)
 		if err != nil {
 			bad = append(bad, err)
 			continue

@@ -91,7 +91,7 @@ func TestSpecFromSecret(t *testing.T) {
 		{name: "server not a URL", secret: argoSecret(map[string]string{"name": "x", "server": "prod:6443"}), wantErr: "not an http(s) URL"},
 		{name: "bad config JSON", secret: argoSecret(map[string]string{"name": "x", "server": "https://x", "config": `{"bearerToken":`}), wantErr: `"config" is not valid`},
 		{name: "bad caData", secret: argoSecret(map[string]string{"name": "x", "server": "https://x", "config": `{"tlsClientConfig":{"caData":"%%%"}}`}), wantErr: `"config" is not valid`},
-		{name: "aws auth unsupported", secret: argoSecret(map[string]string{"name": "x", "server": "https://x", "config": `{"awsAuthConfig":{"clusterName":"x"}}`}), wantErr: "awsAuthConfig is not supported"},
+		{name: "aws auth without the plugin allowed", secret: argoSecret(map[string]string{"name": "x", "server": "https://x", "config": `{"awsAuthConfig":{"clusterName":"x"}}`}), wantErr: "argocd-k8s-auth"},
 		{name: "exec without command", secret: argoSecret(map[string]string{"name": "x", "server": "https://x", "config": `{"execProviderConfig":{"args":["a"]}}`}), wantErr: "command is required"},
 		{name: "cert without key", secret: argoSecret(map[string]string{"name": "x", "server": "https://x", "config": `{"tlsClientConfig":{"certData":"` + ca + `"}}`}), wantErr: "certData and keyData go together"},
 		{name: "bad namespace", secret: argoSecret(map[string]string{"name": "x", "server": "https://x", "namespaces": "ok,Not_OK"}), wantErr: `"namespaces"`},
