@@ -32,7 +32,7 @@ func DefaultFleetFlags() FleetFlags {
 // AddFlags binds the flags.
 func (f *FleetFlags) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.Enabled, "fleet", f.Enabled, "share the served clusters among the replicas on Kubernetes Leases: each cluster is run by one replica, the others forward its events there (use with replicas > 1; the chart sets it)")
-	fs.StringVar(&f.Namespace, "fleet-namespace", f.Namespace, "namespace of the fleet's Leases in the default cluster (default: the pod's namespace)")
+	fs.StringVar(&f.Namespace, "fleet-namespace", f.Namespace, "namespace of the fleet's Leases in the default cluster (default: the pod's namespace; outside a pod, the kubeconfig context's, else default)")
 	fs.IntVar(&f.Shards, "fleet-shards", f.Shards, "number of shard Leases; every replica must use the same (Argo CD cluster Secrets' shard field pins a cluster to one)")
 	fs.StringVar(&f.Identity, "fleet-identity", f.Identity, "this replica's name in the fleet's Leases (default: the host name, the pod's name)")
 	fs.StringVar(&f.Addr, "fleet-addr", f.Addr, "listen address of the forwarding endpoint other replicas send this replica's clusters' events to (TLS and bearer token as the service's)")
