@@ -73,7 +73,8 @@ func (s Sources) Static() ([]Spec, error) {
 // Secrets listed once from the first (default) cluster, for one-shot commands. Invalid
 // Secrets are returned as errors beside the Specs; an Argo CD cluster whose name is
 // already taken is skipped with an error; a Secret naming the home cluster (Argo CD's
-// in-cluster Secret, homeCluster.isAlias) is skipped: the home is served already.
+// in-cluster Secret, homeCluster.isAlias) is skipped: the home is served already, and
+// another Secret claiming its name is an error, as in serve (argoCDSpecs).
 func (s Sources) All(ctx context.Context) ([]Spec, []error, error) {
 	specs, err := s.Static()
 	if err != nil {

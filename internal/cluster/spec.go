@@ -456,6 +456,13 @@ func argoCDSpecs(ctx context.Context, client kubernetes.Interface, ns string, ex
 		return nil, nil, fmt.Errorf("listing Argo CD cluster Secrets in %s: %w", ns, err)
 	}
 	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
+	aliases := map[string][]string{} // alias name (not the home's: taken anyway) -> its Secrets
+	for i := range list.Items {
+		s := &list.Items[i]
+		if name := strings.TrimSpace(secretValue(s, "name")); name != home.name && home.isAlias(name, strings.TrimSpace(secretValue(s, "server"))) {
+			aliases[name] = append(aliases[name], s.Namespace+"/"+s.Name)
+		}
+	}
 	var specs []Spec
 	var bad []error
 	for i := range list.Items {
@@ -464,6 +471,11 @@ func argoCDSpecs(ctx context.Context, client kubernetes.Interface, ns string, ex
 			continue
 		}
 		sp, err := SpecFromSecretAllowing(s, exec)
+		if err == nil && len(aliases[sp.Name]) > 0 { // as serve decides (Registry.aliasConflict): neither is served
+			err = fmt.Errorf("Argo CD cluster Secret %s/%s: cluster name %q (the home cluster) is also claimed by Secret %s: neither is served until one is deleted or renamed",
+				s.Namespace, s.Name, sp.Name, strings.Join(aliases[sp.Name], ", "))
+			sp.closeCredentials()
+		}
 		if err != nil {
 			bad = append(bad, err)
 			continue
