@@ -98,17 +98,40 @@ func CurrentReplicaSet(ctx context.Context, dc dynamic.Interface, kc kubernetes.
 	return nil, fmt.Errorf("no ReplicaSet with hash %s", st.CurrentPodHash)
 }
 
-// Promote resumes a canary paused at a step, as `kubectl argo rollouts promote` does:
-// it clears status.pauseConditions and spec.paused.
+// Promote resumes a canary paused at a step, as `kubectl argo rollouts promote` (v1.8)
+// does from the Rollout it reads: it clears status.pauseConditions when the controller has
+// set them; when it has not yet (it reached the pause step but did not write the
+// condition), it moves status.currentStepIndex past the step instead, or the controller
+// would pause there once more after the promote; and it clears spec.paused when set.
 func Promote(ctx context.Context, dc dynamic.Interface, ns, name string) error {
 	r := dc.Resource(core.RolloutGVR).Namespace(ns)
-	if _, err := r.Patch(ctx, name, types.MergePatchType, []byte(`{"status":{"pauseConditions":null}}`), metav1.PatchOptions{}, "status"); err != nil {
+	ro, err := r.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
 		return fmt.Errorf("promote %s/%s: %w", ns, name, err)
 	}
-	if _, err := r.Patch(ctx, name, types.MergePatchType, []byte(`{"spec":{"paused":false}}`), metav1.PatchOptions{}); err != nil {
+	if _, err := r.Patch(ctx, name, types.MergePatchType, promoteStatusPatch(ro), metav1.PatchOptions{}, "status"); err != nil {
 		return fmt.Errorf("promote %s/%s: %w", ns, name, err)
+	}
+	if paused, _, _ := unstructured.NestedBool(ro.Object, "spec", "paused"); paused {
+		if _, err := r.Patch(ctx, name, types.MergePatchType, []byte(`{"spec":{"paused":false}}`), metav1.PatchOptions{}); err != nil {
+			return fmt.Errorf("promote %s/%s: %w", ns, name, err)
+		}
 	}
 	return nil
+}
+
+// promoteStatusPatch is the status patch of Promote for Rollout ro.
+func promoteStatusPatch(ro *unstructured.Unstructured) []byte {
+	conds, _, _ := unstructured.NestedSlice(ro.Object, "status", "pauseConditions")
+	steps, _, _ := unstructured.NestedSlice(ro.Object, "spec", "strategy", "canary", "steps")
+	if len(conds) > 0 || len(steps) == 0 {
+		return []byte(`{"status":{"pauseConditions":null}}`)
+	}
+	index, _, _ := unstructured.NestedInt64(ro.Object, "status", "currentStepIndex")
+	if index < int64(len(steps)) {
+		index++
+	}
+	return fmt.Appendf(nil, `{"status":{"pauseConditions":null,"currentStepIndex":%d}}`, index)
 }
 
 // Abort aborts the canary in progress, as `kubectl argo rollouts abort` does: the
