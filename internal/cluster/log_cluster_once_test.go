@@ -16,7 +16,6 @@ import (
 
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/gc"
-	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/testfix"
 )
 
@@ -58,16 +57,7 @@ func TestRuntimeLogsNameTheClusterOnce(t *testing.T) {
 	rt, err := NewRuntime(Spec{Name: "a", Config: cp.RESTConfig()}, RuntimeOptions{Namespace: ns, AllowSecrets: true, Logger: log,
 		GC: &SweepOptions{Options: gc.Options{MinAge: 0, Keep: 0}, Metrics: metrics}})
 	require.NoError(t, err)
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = rt.Run(runCtx) }()
-	defer func() { stop(); <-done }()
-	controlplane.Eventually(t, 30*time.Second, "caches in sync", func() error {
-		if !rt.Synced() {
-			return fmt.Errorf("not synced")
-		}
-		return nil
-	})
+	runSynced(t, rt)
 	opts := core.DefaultOptions()
 	opts.IncludeSecrets = true
 	res, err := rt.Attacher.Attach(ctx, core.Event{Namespace: ns, Name: rs.Name, UID: rs.UID, Options: opts})

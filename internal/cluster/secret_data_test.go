@@ -42,16 +42,7 @@ func TestSecretDataNeverReachesTheRuntime(t *testing.T) {
 	cfg.Wrap(func(next http.RoundTripper) http.RoundTripper { return seen.wrap(next) })
 	rt, err := NewRuntime(Spec{Name: "a", Config: cfg}, RuntimeOptions{Namespace: ns, AllowSecrets: true})
 	require.NoError(t, err)
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = rt.Run(runCtx) }()
-	defer func() { stop(); <-done }()
-	controlplane.Eventually(t, 30*time.Second, "caches in sync", func() error {
-		if !rt.Synced() {
-			return fmt.Errorf("not synced")
-		}
-		return nil
-	})
+	runSynced(t, rt)
 
 	opts := core.DefaultOptions()
 	opts.IncludeSecrets = true
@@ -127,4 +118,19 @@ func (b *scanBody) Read(p []byte) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// runSynced runs rt until t ends and waits until its caches are in sync.
+func runSynced(t *testing.T, rt *Runtime) {
+	t.Helper()
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = rt.Run(ctx) }()
+	t.Cleanup(func() { stop(); <-done })
+	controlplane.Eventually(t, 30*time.Second, "caches in sync", func() error {
+		if !rt.Synced() {
+			return fmt.Errorf("not synced")
+		}
+		return nil
+	})
 }
