@@ -153,6 +153,27 @@ func (s *breakServe) warmUsers(t *testing.T, cp *controlplane.ControlPlane, clus
 	}
 }
 
+// downButReady waits (up to timeout) until /readyz reports cluster name down, checks that
+// serve stays ready meanwhile (a non-default cluster down does not make it unready) and
+// that an operation: gc for name in ns is answered 503; it returns that answer's body.
+func (s *breakServe) downButReady(t *testing.T, name, ns string, timeout time.Duration) string {
+	t.Helper()
+	controlplane.Eventually(t, timeout, name+" reported down", func() error {
+		if code, body := s.get("/readyz"); !strings.Contains(body, name+" DOWN") {
+			return fmt.Errorf("/readyz %d: %s", code, body)
+		}
+		return nil
+	})
+	for range 6 {
+		code, body := s.get("/readyz")
+		assert.Equal(t, http.StatusOK, code, "%s down does not make serve unready: %s", name, body)
+		time.Sleep(250 * time.Millisecond)
+	}
+	code, body := s.gcDryRun(t, name, ns)
+	assert.Equal(t, http.StatusServiceUnavailable, code, body)
+	return body
+}
+
 // eventBroadcasters counts the running Kubernetes Event broadcasters of this process
 // (one goroutine in watch.(*Broadcaster).loop each).
 func eventBroadcasters() int {
@@ -424,20 +445,7 @@ func TestDeadArgoCDClusterKeepsServeReady(t *testing.T) {
 	dead.StringData["server"] = fmt.Sprintf("https://127.0.0.1:%d", port) // nothing listens
 	secrets := a.Client().CoreV1().Secrets(argocd)
 	createSecret(t, a, dead)
-	controlplane.Eventually(t, 30*time.Second, "dead registered and reported down", func() error {
-		code, body := s.get("/readyz")
-		if !strings.Contains(body, "dead DOWN") {
-			return fmt.Errorf("/readyz %d: %s", code, body)
-		}
-		return nil
-	})
-	for range 5 {
-		code, body := s.get("/readyz")
-		assert.Equal(t, http.StatusOK, code, "a dead non-default cluster does not make serve unready: %s", body)
-		time.Sleep(300 * time.Millisecond)
-	}
-	code, body := s.gcDryRun(t, "dead", ns)
-	assert.Equal(t, http.StatusServiceUnavailable, code, body)
+	body := s.downButReady(t, "dead", ns, 30*time.Second)
 	assert.Contains(t, body, `cluster \"dead\"`)
 
 	// The hub still works: its watcher attaches.
@@ -448,7 +456,7 @@ func TestDeadArgoCDClusterKeepsServeReady(t *testing.T) {
 		}
 		return nil
 	})
-	code, body = s.gcDryRun(t, "hub", ns)
+	code, body := s.gcDryRun(t, "hub", ns)
 	assert.Equal(t, http.StatusOK, code, body)
 
 	require.NoError(t, secrets.Delete(ctx, "dead", metav1.DeleteOptions{}))
@@ -496,19 +504,7 @@ func TestMemberApiserverDownWhileWatchingAndSweeping(t *testing.T) {
 			assert.NoError(t, b.RestartAPIServer(ctx))
 		}
 	})
-	controlplane.Eventually(t, 15*time.Second, "b reported down", func() error {
-		if code, body := s.get("/readyz"); !strings.Contains(body, "b DOWN") {
-			return fmt.Errorf("/readyz %d: %s", code, body)
-		}
-		return nil
-	})
-	for range 6 {
-		code, body := s.get("/readyz")
-		assert.Equal(t, http.StatusOK, code, "b down does not make serve unready: %s", body)
-		time.Sleep(250 * time.Millisecond)
-	}
-	code, body := s.gcDryRun(t, "b", ns)
-	assert.Equal(t, http.StatusServiceUnavailable, code, body)
+	s.downButReady(t, "b", ns, 15*time.Second)
 	rsA, ownersA := testfix.ListedFixture(t, a, ns, "web-down", "cfg-down")
 	controlplane.Eventually(t, 30*time.Second, "a's watcher attaches while b is down", func() error {
 		if o := ownersA(t); !slices.Equal(o, []string{string(rsA.UID)}) {
@@ -532,7 +528,7 @@ func TestMemberApiserverDownWhileWatchingAndSweeping(t *testing.T) {
 		}
 		return nil
 	})
-	code, body = s.gcDryRun(t, "b", ns)
+	code, body := s.gcDryRun(t, "b", ns)
 	assert.Equal(t, http.StatusOK, code, body)
 	code, body = s.get("/readyz")
 	assert.Equal(t, http.StatusOK, code, body)
