@@ -1,6 +1,7 @@
 package argocd_test
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/argocd"
@@ -19,6 +20,16 @@ func webFiles(dir string, v int, annotations ...string) map[string]string {
 		ann = "  annotations:\n    " + strings.Join(annotations, "\n    ") + "\n"
 	}
 	return testfix.RolloutApp(dir, ann, testfix.ConfigMapGenerator("web-config", v))
+}
+
+// withHistoryLimit sets the Rollout's revisionHistoryLimit in an app folder of webFiles.
+func withHistoryLimit(files map[string]string, n int) map[string]string {
+	for name, text := range files {
+		if strings.HasSuffix(name, "/rollout.yaml") {
+			files[name] = strings.Replace(text, "revisionHistoryLimit: 1", fmt.Sprintf("revisionHistoryLimit: %d", n), 1)
+		}
+	}
+	return files
 }
 
 // applyModes are the two ways Argo CD applies a revision that the sync tests run in:

@@ -45,7 +45,12 @@ func TestACommitRightAfterTheReplicaSetDoesNotPruneItsRevision(t *testing.T) {
 
 func commitRightAfterTheReplicaSet(w *world) {
 	t := w.T
-	sha := w.commit("config version 1", webFiles("web", 1))
+	// A third commit while the second ReplicaSet is still the canary makes that one an
+	// intermediate ReplicaSet: with revisionHistoryLimit 1 the Rollouts controller may
+	// delete it (and the garbage collector its revision, rightly) before the check.
+	// Two kept revisions keep it, so what is checked is Argo CD's prune alone.
+	files := func(v int) map[string]string { return withHistoryLimit(webFiles("web", v), 2) }
+	sha := w.commit("config version 1", files(1))
 	w.createApp(argocd.App{Path: "web"})
 	w.waitHealthy(sha)
 	r1, rs1 := w.current("web")
@@ -54,9 +59,9 @@ func commitRightAfterTheReplicaSet(w *world) {
 	report(t.Name()+": first event after the way in started: ReplicaSet created -> revision owned", "%s",
 		w.ownedAt(r1).Sub(rs1Created).Round(ms))
 
-	w.commit("config version 2", webFiles("web", 2))
+	w.commit("config version 2", files(2))
 	rs2 := w.newReplicaSet(rs1)
-	sha3 := w.commit("config version 3", webFiles("web", 3))
+	sha3 := w.commit("config version 3", files(3))
 	committed := time.Now()
 	var syncStart, syncSeen time.Time
 	w.Eventually("the sync of commit 3 started", func() error {

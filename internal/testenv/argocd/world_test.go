@@ -144,11 +144,20 @@ func (w *world) mustBeOwned(name string, rs *appsv1.ReplicaSet) {
 	w.T.Helper()
 	cm, err := w.Kube.CoreV1().ConfigMaps(w.NS).Get(w.Ctx, name, metav1.GetOptions{})
 	if err != nil {
-		w.T.Fatalf("revision %s: %v", name, err)
+		_, rsErr := w.Kube.AppsV1().ReplicaSets(w.NS).Get(w.Ctx, rs.Name, metav1.GetOptions{})
+		w.T.Fatalf("revision %s: %v (its ReplicaSet %s: %v)", name, err, rs.Name, errOrLive(rsErr))
 	}
 	if !argorollouts.OwnedBy(cm, rs.UID) {
 		w.T.Fatalf("revision %s is not owned by ReplicaSet %s: owners %v", name, rs.Name, cm.OwnerReferences)
 	}
+}
+
+// errOrLive says "live" for a nil error.
+func errOrLive(err error) any {
+	if err == nil {
+		return "live"
+	}
+	return err
 }
 
 // dumpState logs the Application, ReplicaSets, revisions and Argo CD logs of a failed test.
