@@ -53,7 +53,7 @@ ROLLOUTS_PACKAGES ?= ./internal/e2e/acceptance/...
 
 .PHONY: test-rollouts-1.10
 
-test-rollouts-1.10: tools ## the Argo Rollouts acceptance scenarios on Rollouts v1.10 (make test runs them on v1.8); first build about 7 min more
+test-rollouts-1.10: tools ## the Argo Rollouts acceptance scenarios on Rollouts v1.10 (make test runs them on v1.8); first build 7 min with a warm module cache, 64 min measured cold (docs/reliability.md)
 	@hack/tools/build.sh rollouts-controller-1.10
 	CONFIGMAP_ATTACHER_ROLLOUTS=v1.10 $(GO) test $(TEST_FLAGS) $(ROLLOUTS_PACKAGES)
 
@@ -79,7 +79,7 @@ clean: ## remove bin/
 # --- Flux (README.md, "Flux and revisions"); not part of `make test` ---
 .PHONY: test-flux
 
-test-flux: ## the Flux proof: the real source-controller and kustomize-controller (built first: about 25 min cold) with Argo Rollouts on the local control plane
+test-flux: ## the Flux proof: the real source-controller and kustomize-controller (built first: 64 + 10 min measured on a loaded machine, docs/design.md) with Argo Rollouts on the local control plane
 	@hack/tools/build.sh etcd kube-apiserver kube-controller-manager kube-scheduler kwok rollouts-controller source-controller kustomize-controller
 	$(GO) test -tags flux $(TEST_FLAGS) ./internal/testenv/flux/
 

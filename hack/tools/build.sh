@@ -11,6 +11,7 @@
 # only when named: `build.sh external-secrets`.
 # rollouts-controller-1.10 (Argo Rollouts v1.10, make test-rollouts-1.10) is built only when
 # named; it also declares a newer Go (ROLLOUTS_1_10_GOTOOLCHAIN, default go1.27.3).
+# source-controller and kustomize-controller (Flux, make test-flux) are built only when named.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bin="$root/bin"

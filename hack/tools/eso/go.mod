@@ -1,6 +1,6 @@
 // Tools module: builds the real External Secrets Operator (its controller is the module
 // root, package main) at the pinned version, for the neighbour tests of the local control
-// plane (internal/externalsecrets). external-secrets replaces Masterminds/sprig with its
+// plane (internal/testenv/externalsecrets). external-secrets replaces Masterminds/sprig with its
 // own fork, and replace directives apply only in the main module, so this module repeats
 // v0.16.2's replace line (update it together with the version). Kept apart from the main
 // module so its dependency graph never meets configmap-attacher's.

@@ -1,5 +1,5 @@
 // Tools module: builds Flux's kustomize-controller at the pinned version, for the Flux
-// acceptance test (internal/flux); its CRD is read from this module's config/crd at run
+// acceptance test (internal/testenv/flux); its CRD is read from this module's config/crd at run
 // time. It repeats v1.9.6's replace block (go-digest, kustomize api/kyaml, yaml.v3; replace
 // directives apply only in the main module; update them with the version); its `./api`
 // replace becomes the published api module of the same version.

@@ -1,5 +1,5 @@
 // Tools module: builds Flux's source-controller at the pinned version, for the Flux
-// acceptance test (internal/flux). It repeats v1.9.6's own replace of go-digest (replace
+// acceptance test (internal/testenv/flux). It repeats v1.9.6's own replace of go-digest (replace
 // directives apply only in the main module; update them with the version); its
 // `./api` replace becomes the published api module of the same version. Its go.mod requires
 // github.com/fluxcd/pkg/artifact v0.18.3, which the module proxy does not serve: v0.18.0
