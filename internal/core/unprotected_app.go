@@ -47,14 +47,15 @@ func TrackingApp(meta *metav1.ObjectMeta) (namespace, name string, ok bool) {
 // CD manage (and so prune) objects whatever their non-controller owners, or "". No such
 // option is released; the proposals spell it ControllerReferencesOnly=true (argo-cd
 // #24814, per object), IgnoreOwnerReferencesOnPrune=true (#26556),
-// RespectControllerReferencesOnly=true (gitops-engine #501), and #26669 adds one more:
-// any option naming owner or controller references set to true counts.
+// RespectControllerReferencesOnly=true (gitops-engine #501), RespectOwnerReferencesOnly
+// (#12210), and #26669 adds one more whose name is not settled: any option naming owner
+// or controller references (or refs) set to true counts.
 func OwnerProtectionOff(opts []string) string {
 	for _, o := range opts {
 		k, v, _ := strings.Cut(strings.TrimSpace(o), "=")
 		lk := strings.ToLower(k)
 		if strings.EqualFold(strings.TrimSpace(v), "true") &&
-			(strings.Contains(lk, "ownerreference") || strings.Contains(lk, "controllerreference")) {
+			(strings.Contains(lk, "ownerref") || strings.Contains(lk, "controllerref")) {
 			return strings.TrimSpace(o)
 		}
 	}

@@ -66,3 +66,53 @@ func TestUnprotectedRevisionsAreTheOnesANeighbourDeletesAnyway(t *testing.T) {
 		})
 	}
 }
+
+func TestEveryProposedSpellingOfControllerOnlyOwnersTurnsTheProtectionOff(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []string
+		want string
+	}{
+		{"per-object option (argo-cd #24814)", []string{"ControllerReferencesOnly=true"}, "ControllerReferencesOnly=true"},
+		{"app option (argo-cd #26556)", []string{"CreateNamespace=true", "IgnoreOwnerReferencesOnPrune=true"}, "IgnoreOwnerReferencesOnPrune=true"},
+		{"gitops-engine #501", []string{"RespectControllerReferencesOnly=true"}, "RespectControllerReferencesOnly=true"},
+		{"argo-cd #12210", []string{"RespectOwnerReferencesOnly=true"}, "RespectOwnerReferencesOnly=true"},
+		{"an unsettled name with refs (argo-cd #26669)", []string{"PruneIgnoringOwnerRefs=true"}, "PruneIgnoringOwnerRefs=true"},
+		{"case and spaces", []string{" controllerreferencesonly = TRUE "}, "controllerreferencesonly = TRUE"},
+		{"set to false", []string{"ControllerReferencesOnly=false"}, ""},
+		{"no value", []string{"ControllerReferencesOnly"}, ""},
+		{"unrelated options", []string{"Prune=true", "ServerSideApply=true", "PruneLast=true"}, ""},
+		{"none", nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := OwnerProtectionOff(tc.opts); got != tc.want {
+				t.Fatalf("OwnerProtectionOff(%q) = %q, want %q", tc.opts, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestTheRevisionsApplicationIsReadFromItsTracking(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		annotations  map[string]string
+		labels       map[string]string
+		wantNS, want string
+		wantFound    bool
+	}{
+		{"annotation tracking, Argo CD's namespace", map[string]string{ArgoCDTrackingID: "web:/ConfigMap:prod/cfg-1"}, nil, "", "web", true},
+		{"annotation tracking, apps in any namespace", map[string]string{ArgoCDTrackingID: "team-a_web:/ConfigMap:prod/cfg-1"}, nil, "team-a", "web", true},
+		{"label tracking", nil, map[string]string{ArgoCDInstanceLabel: "web"}, "", "web", true},
+		{"the annotation wins over the label", map[string]string{ArgoCDTrackingID: "api:/ConfigMap:prod/cfg-1"}, map[string]string{ArgoCDInstanceLabel: "web"}, "", "api", true},
+		{"an empty app name", map[string]string{ArgoCDTrackingID: ":/ConfigMap:prod/cfg-1"}, nil, "", "", false},
+		{"a namespace without a name", map[string]string{ArgoCDTrackingID: "team-a_:/ConfigMap:prod/cfg-1"}, nil, "team-a", "", false},
+		{"untracked", nil, nil, "", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns, name, ok := TrackingApp(&metav1.ObjectMeta{Annotations: tc.annotations, Labels: tc.labels})
+			if ok != tc.wantFound || (ok && (ns != tc.wantNS || name != tc.want)) {
+				t.Fatalf("TrackingApp = %q, %q, %v; want %q, %q, %v", ns, name, ok, tc.wantNS, tc.want, tc.wantFound)
+			}
+		})
+	}
+}
