@@ -83,6 +83,10 @@ type Options struct {
 	// RequestTimeout bounds every request to a cluster but watches
 	// (DefaultRequestTimeout when zero).
 	RequestTimeout time.Duration
+	// StartupDeadline bounds the start-up readiness gate (DefaultStartupDeadline when
+	// zero): Ready waits until every cluster known at start is in sync or down, or this
+	// long after Run (docs/design.md, "Readiness at start-up").
+	StartupDeadline time.Duration
 }
 
 // Cluster is one registered cluster as other packages use it.
@@ -163,6 +167,8 @@ type Registry struct {
 	home      homeCluster
 	aliases   map[string]string
 	aliasKeys map[string]string
+	// gate holds Ready false until start-up is over (startgate.go).
+	gate *startupGate
 }
 
 type member struct {
@@ -209,8 +215,12 @@ func New(opts Options) (*Registry, error) {
 	if opts.Runtime.RequestTimeout == 0 {
 		opts.Runtime.RequestTimeout = opts.RequestTimeout
 	}
+	if opts.StartupDeadline <= 0 {
+		opts.StartupDeadline = DefaultStartupDeadline
+	}
 	r := &Registry{opts: opts, log: log.With("component", "clusters"), members: map[string]*member{},
-		secrets: map[string]string{}, invalid: map[string]Status{}, claims: map[string]*claim{}, dir: opts.Directory}
+		secrets: map[string]string{}, invalid: map[string]Status{}, claims: map[string]*claim{}, dir: opts.Directory,
+		gate: &startupGate{deadline: opts.StartupDeadline}}
 	if opts.MaxClusters > 0 && len(opts.Clusters) > opts.MaxClusters {
 		return nil, fmt.Errorf("cluster: %d clusters given, more than the cap of %d (--max-clusters)", len(opts.Clusters), opts.MaxClusters)
 	}
@@ -351,8 +361,12 @@ func (r *Registry) Run(ctx context.Context) error {
 	}
 	r.mu.Lock()
 	r.runCtx = ctx
+	r.gate.begin(time.Now())
 	for _, m := range r.members {
 		r.startLocked(m)
+	}
+	if r.opts.ArgoCDNamespace == "" {
+		r.gate.setKnown(sortedKeys(r.members)) // with Argo CD Secrets: at their first admission
 	}
 	r.mu.Unlock()
 
@@ -547,14 +561,27 @@ func (r *Registry) Healthy(name string) bool {
 	return m.status(false).Healthy
 }
 
-// Ready is the service's readiness: the default cluster is healthy and, with Argo CD
-// Secrets, their first list is done. Other clusters being down does not make the
-// service unready (it keeps serving the healthy ones); Readiness says which are down.
+// Ready is the service's readiness: the default cluster is healthy, with Argo CD
+// Secrets their first list is done, and start-up is over (every cluster known at start
+// in sync or down, or the start-up deadline passed: startgate.go). Other clusters being
+// down does not make the service unready (it keeps serving the healthy ones); Readiness
+// says which are down.
 func (r *Registry) Ready() bool {
 	if p := r.argoSync.Load(); r.opts.ArgoCDNamespace != "" && (p == nil || !(*p)()) {
 		return false
 	}
-	return r.Healthy("")
+	return r.Healthy("") && r.startup().open
+}
+
+// StartupSummary is one line saying what start-up still waits for, "" once it is
+// over; it names no cluster (for /readyz without the token; Readiness names them).
+func (r *Registry) StartupSummary() string {
+	d := r.startup()
+	if d.open {
+		return ""
+	}
+	deadline, _ := r.gate.deadlineAt()
+	return d.summary(max(0, time.Until(deadline)))
 }
 
 // Readiness returns Ready and a text report, one line per cluster: "NAME ok" or
@@ -576,6 +603,9 @@ func (r *Registry) Readiness() (bool, string) {
 	}
 	if p := r.argoSync.Load(); r.opts.ArgoCDNamespace != "" && (p == nil || !(*p)()) {
 		fmt.Fprintf(&b, "argocd-secrets (%s) DOWN: not listed yet\n", r.opts.ArgoCDNamespace)
+	}
+	if names := r.startup().detail(); names != "" {
+		fmt.Fprintln(&b, names) // StartupSummary says how many, to anyone
 	}
 	return r.Ready(), b.String()
 }
@@ -633,6 +663,7 @@ func (r *Registry) admitWhenListed(ctx context.Context, listed toolscache.Inform
 	r.argoListed.Store(true)
 	stopped := r.reconcileLocked()
 	r.argoAdmitted.Store(true)
+	r.gate.setKnown(sortedKeys(r.members))
 	r.mu.Unlock()
 	for _, m := range stopped {
 		r.stop(m)

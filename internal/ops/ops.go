@@ -38,6 +38,10 @@ type Options struct {
 	// Ready reports readiness for /readyz with detail lines (one per cluster and
 	// component); nil means always ready.
 	Ready func() (bool, string)
+	// Summary, when set, returns a line anyone may read, after the status and before
+	// the detail: what start-up still waits for, with no cluster name or URL in it
+	// ("" for none).
+	Summary func() string
 	// Authorized reports whether a request carries the service's bearer token; nil
 	// means no token is configured.
 	Authorized func(*http.Request) bool
@@ -62,7 +66,8 @@ type Options struct {
 //
 //	GET /healthz        200 while the process serves; no token.
 //	GET /readyz         200 once ready, 503 before and while shutting down; no token,
-//	                    the detail lines only with the token.
+//	                    the summary line (what start-up waits for) to anyone, the
+//	                    detail lines only with the token.
 //	GET /metrics        Prometheus metrics; the token when one is configured, unless
 //	                    PublicMetrics.
 //	/debug/pprof/...    with Pprof only, and only with the token.
@@ -110,13 +115,20 @@ func (h *Handler) readyz(w http.ResponseWriter, r *http.Request) {
 	}
 	ok, detail := h.o.Ready()
 	if !h.authorized(r) {
-		detail = "" // member URLs and probe errors only behind the token
+		detail = "" // cluster names, member URLs and probe errors only behind the token
 	}
+	msg := "ok"
 	if !ok {
-		plain(w, http.StatusServiceUnavailable, withDetail("not ready", detail))
-		return
+		msg = "not ready"
 	}
-	plain(w, http.StatusOK, withDetail("ok", detail))
+	if h.o.Summary != nil {
+		msg = withDetail(msg, h.o.Summary())
+	}
+	status := http.StatusOK
+	if !ok {
+		status = http.StatusServiceUnavailable
+	}
+	plain(w, status, withDetail(msg, detail))
 }
 
 func (h *Handler) authorized(r *http.Request) bool { return h.o.Authorized != nil && h.o.Authorized(r) }

@@ -129,6 +129,34 @@ func TestReadyzDetailOnlyWithTheToken(t *testing.T) {
 	}
 }
 
+// What start-up still waits for (Options.Summary, which names no cluster) is shown to
+// anyone, between the status and the token-only detail.
+func TestReadyzSummaryToAnyoneDetailOnlyWithTheToken(t *testing.T) {
+	const (
+		summary = "starting: 2 of 5 clusters known at start not in sync yet (start-up deadline in 12s)"
+		detail  = "member-b DOWN: Get \"https://10.0.0.7:6443/readyz\": dial tcp: connection refused\n"
+	)
+	for _, tt := range []struct {
+		name    string
+		sent    string
+		summary string
+		want    string
+	}{
+		{name: "no token, starting", summary: summary, want: "not ready\n" + summary + "\n"},
+		{name: "the token, starting", sent: "Bearer " + token, summary: summary, want: "not ready\n" + summary + "\n" + detail},
+		{name: "no token, nothing awaited", want: "not ready\n"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h, err := NewHandler(Options{Gatherer: registry(), Authorized: authorized,
+				Ready: func() (bool, string) { return false, detail }, Summary: func() string { return tt.summary }})
+			require.NoError(t, err)
+			code, _, body := get(t, h, "/readyz", tt.sent)
+			assert.Equal(t, 503, code)
+			assert.Equal(t, tt.want, body)
+		})
+	}
+}
+
 // Once the service stops, /readyz answers 503 while the listener lingers for the rest
 // of the service to drain (the liveness probe and the scrape still answer), and Run
 // returns once the linger ends.

@@ -102,6 +102,10 @@ type Options struct {
 	// Fleet, when set, shares the clusters among the replicas (fleet.go); nil: this
 	// replica runs every cluster, as a single replica does.
 	Fleet *FleetOptions
+	// StartupDeadline bounds the start-up readiness gate: /readyz waits until every
+	// cluster known at start is in sync or down, or this long after Run
+	// (cluster.Options.StartupDeadline; cluster.DefaultStartupDeadline when zero).
+	StartupDeadline time.Duration
 }
 
 // Defaults of Options.
@@ -251,6 +255,9 @@ func (s *Server) registry(ro cluster.Options, metrics *dispatch.Metrics) (*clust
 	if o.ProbeInterval > 0 {
 		ro.ProbeInterval = o.ProbeInterval
 	}
+	if o.StartupDeadline > 0 {
+		ro.StartupDeadline = o.StartupDeadline
+	}
 	ro.Directory, ro.Ownership = s.dir, s.fleet.ownership()
 	var err error
 	if ro.Runtime, err = s.runtimeOptions(ro, metrics); err != nil {
@@ -321,7 +328,7 @@ func (s *Server) listen(tlsCfg *tls.Config) error {
 // probes carry none.
 func (s *Server) opsHandler(tlsCfg *tls.Config) (*ops.Handler, error) {
 	o := s.opts
-	oo := ops.Options{Gatherer: s.d.Metrics().Registry, Ready: s.readiness, PublicMetrics: o.PublicMetrics,
+	oo := ops.Options{Gatherer: s.d.Metrics().Registry, Ready: s.readiness, Summary: s.reg.StartupSummary, PublicMetrics: o.PublicMetrics,
 		Pprof: o.Pprof, ShutdownTimeout: o.ShutdownTimeout, Linger: s.drained}
 	bearer := trigger.NewBearer(o.HTTPToken)
 	if bearer != nil {

@@ -105,3 +105,48 @@ func waitFor(t *testing.T, what string, cond func() error) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// A replica's first hand-over has settled (what the start-up readiness gate waits for)
+// once it holds exactly the shards it is the preferred replica of: a lone replica with
+// every shard, a joining one with its share, taken over from the first.
+func TestAReplicaIsSettledOnceItHoldsExactlyItsPreferredShards(t *testing.T) {
+	const shards = 8
+	client := fake.NewClientset()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	start := func(id string) (*Manager, chan error) {
+		m, err := New(Options{Client: client, Namespace: "fleet", Shards: shards, Identity: id, Address: id + ":1",
+			LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 200 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+		require.NoError(t, err)
+		require.False(t, m.Settled(), "not settled before it watches the fleet")
+		done := make(chan error, 1)
+		go func() { done <- m.Run(ctx) }()
+		return m, done
+	}
+	settled := func(m *Manager) func() error {
+		return func() error {
+			if !m.Settled() {
+				return fmt.Errorf("%s not settled, holds %v", m.Identity(), m.held.list())
+			}
+			return nil
+		}
+	}
+	first, firstDone := start("r-1")
+	waitFor(t, "r-1 settled", settled(first))
+	require.Len(t, first.held.list(), shards, "a lone replica settles holding every shard")
+
+	second, secondDone := start("r-2")
+	waitFor(t, "r-2 settled", settled(second))
+	preferred := 0
+	for i := range shards {
+		if ranked(i, []string{"r-1", "r-2"}, 1)[0] == "r-2" {
+			preferred++
+			require.True(t, second.held.has(i), "r-2 settled holding shard %d, which it is preferred for", i)
+		}
+	}
+	require.Len(t, second.held.list(), preferred, "and no other")
+	waitFor(t, "r-1 settled again, with the rest", settled(first))
+	cancel()
+	require.NoError(t, <-firstDone)
+	require.NoError(t, <-secondDone)
+}

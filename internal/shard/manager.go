@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -31,6 +32,8 @@ type Manager struct {
 	electors map[int]*elector
 	runCtx   context.Context
 	kick     chan struct{}
+	// watching: the fleet's Leases are listed (Run); Settled is false until then.
+	watching atomic.Bool
 }
 
 // observed is a Lease as seen here, with the local time its holder or renew time last
@@ -95,8 +98,8 @@ func (m *Manager) Owner(name string, pin int) string {
 // share of the shards until ctx ends; then it stops its clusters, releases its shards
 // and deletes its member Lease, so that the others take over at once.
 func (m *Manager) Run(ctx context.Context) error {
-	m.start = time.Now()
 	m.mu.Lock()
+	m.start = time.Now()
 	m.runCtx = ctx
 	m.mu.Unlock()
 	f := informers.NewSharedInformerFactoryWithOptions(m.o.Client, 0, informers.WithNamespace(m.o.Namespace),
@@ -112,6 +115,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	if !toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		return nil
 	}
+	m.watching.Store(true)
 	hb := lease.NewController(clock.RealClock{}, m.o.Client, m.o.Identity, int32(m.o.LeaseDuration/time.Second), nil,
 		m.o.RetryPeriod, m.o.memberLease(), m.o.Namespace, m.annotate)
 	hbCtx, stopHB := context.WithCancel(context.WithoutCancel(ctx))
@@ -283,6 +287,31 @@ func isDone(ch chan struct{}) bool {
 	default:
 		return false
 	}
+}
+
+// Settled reports whether this replica's first hand-over has settled: it has watched
+// the fleet's Leases, every live member has been seen for two retry periods (the time a
+// holder waits before releasing a shard to its preferred replica), and it holds exactly
+// the shards it is the preferred replica of. The registry's start-up readiness gate
+// waits for it (docs/design.md, "Readiness at start-up"); it may turn false again later
+// (a member joins or leaves), which the gate no longer asks.
+func (m *Manager) Settled() bool {
+	if !m.watching.Load() {
+		return false
+	}
+	now := time.Now()
+	ids, first := m.members(now)
+	for _, id := range ids {
+		if now.Sub(first[id]) < 2*m.o.RetryPeriod {
+			return false
+		}
+	}
+	for i := 0; i < m.o.Shards; i++ {
+		if m.held.has(i) != (ranked(i, ids, 1)[0] == m.o.Identity) {
+			return false
+		}
+	}
+	return true
 }
 
 // Notify implements cluster.Ownership: fn is called whenever the shards held here
