@@ -58,8 +58,8 @@ func TestASecondReplicaJoiningTakesItsShardsInOneHandOverEach(t *testing.T) {
 	})
 	second, secondDone := start(ctx, "r-2", quiet)
 	preferred := 0
-	for i := range shards {
-		if ranked(i, []string{"r-1", "r-2"}, 1)[0] == "r-2" {
+	for _, p := range Assign([]string{"r-1", "r-2"}, shards).Preferred {
+		if p == "r-2" {
 			preferred++
 		}
 	}
@@ -76,14 +76,15 @@ func TestASecondReplicaJoiningTakesItsShardsInOneHandOverEach(t *testing.T) {
 	require.NoError(t, <-secondDone)
 }
 
-// heldByPreferred checks that every shard Lease is held by its first-ranked member.
+// heldByPreferred checks that every shard Lease is held by its preferred member.
 func heldByPreferred(client kubernetes.Interface, shards int, members []string) error {
+	a := Assign(members, shards)
 	for i := range shards {
 		l, err := client.CoordinationV1().Leases("fleet").Get(context.Background(), fmt.Sprintf("%s-shard-%d", DefaultFleet, i), metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		want := ranked(i, members, 1)[0]
+		want := a.Preferred[i]
 		if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != want {
 			return fmt.Errorf("shard %d held by %v, preferred %s", i, l.Spec.HolderIdentity, want)
 		}
