@@ -175,8 +175,8 @@ func (h *held) list() []int {
 }
 
 // releases remembers, shard by shard, to which replica this one last released a shard
-// and when, safe for concurrent use. A shard's standby replica contends for it
-// as a standby; right after it released the shard to the preferred replica its new
+// and when, safe for concurrent use. A shard's standby replica contends for it; right
+// after it released the shard to the preferred replica its new
 // elector would find the Lease free and take it back before the preferred one's next
 // try, again and again (each time starting and stopping the shard's clusters). So it
 // leaves the shard to that replica for a hold-off of one Lease duration: long enough for
