@@ -2,6 +2,7 @@ package shard
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -45,39 +46,152 @@ func TestClustersSpreadOverTheShards(t *testing.T) {
 	}
 }
 
-// A member joining takes about 1/N of the shards, and only from the others to itself;
-// a member leaving hands only its own shards on (rendezvous hashing).
-func TestAMemberJoiningOrLeavingMovesAboutOneNthOfTheShards(t *testing.T) {
-	const shards = 2000
-	three := []string{"r-a", "r-b", "r-c"}
-	four := append([]string{"r-d"}, three...)
-	moved := 0
-	for i := range shards {
-		before, after := ranked(i, three, 1)[0], ranked(i, four, 1)[0]
-		if before != after {
+// pods are member identities as a Deployment's pods have them.
+var pods = []string{"configmap-attacher-6f9c7d-2xkqp", "configmap-attacher-6f9c7d-8hz4m", "configmap-attacher-6f9c7d-b7wtn",
+	"configmap-attacher-6f9c7d-dl5rs", "configmap-attacher-6f9c7d-fq2vj", "configmap-attacher-6f9c7d-k9npx",
+	"configmap-attacher-6f9c7d-mc3zt", "configmap-attacher-6f9c7d-r6gwb", "configmap-attacher-6f9c7d-vx8ld"}
+
+// loads counts the shards of each member in a per-shard list of members.
+func loads(holders []string) map[string]int {
+	out := map[string]int{}
+	for _, m := range holders {
+		out[m]++
+	}
+	return out
+}
+
+// moves counts the shards whose holder differs between a and b; least is the fewest any
+// assignment with those loads could move: the shards the members gaining some gain.
+func moves(a, b []string) (moved, least int) {
+	for i := range a {
+		if a[i] != b[i] {
 			moved++
-			assert.Equal(t, "r-d", after, "a shard moved to a member other than the one that joined")
 		}
 	}
-	assert.InDelta(t, 0.25, float64(moved)/shards, 0.05, "share of shards moved when a fourth member joins")
-	for i := range shards {
-		before, after := ranked(i, four, 1)[0], ranked(i, three, 1)[0]
-		if before != "r-d" {
-			assert.Equal(t, before, after, "a shard of a member that stayed moved when another left")
+	before := loads(a)
+	for m, n := range loads(b) {
+		least += max(0, n-before[m])
+	}
+	return moved, least
+}
+
+func TestEveryMemberHoldsFloorOrCeilOfTheShards(t *testing.T) {
+	for _, shards := range []int{1, 7, 16, 32, 64} {
+		for n := 1; n <= len(pods); n++ {
+			t.Run(fmt.Sprintf("%d shards over %d members", shards, n), func(t *testing.T) {
+				a := Assign(pods[:n], shards)
+				require.Len(t, a.Preferred, shards)
+				l := loads(a.Preferred)
+				for _, m := range pods[:n] {
+					assert.GreaterOrEqual(t, l[m], shards/n, "%s holds %d", m, l[m])
+					assert.LessOrEqual(t, l[m], (shards+n-1)/n, "%s holds %d", m, l[m])
+				}
+				assert.NotContains(t, l, "", "every shard has a preferred member")
+				assert.LessOrEqual(t, len(l), n)
+			})
 		}
 	}
 }
 
-func TestTheFirstTwoRankedAreDistinctAndAgreeOnEveryReplica(t *testing.T) {
-	members := []string{"r-a", "r-b", "r-c"}
-	reversed := []string{"r-c", "r-b", "r-a"}
-	for i := range 64 {
-		top := ranked(i, members, 2)
-		require.Len(t, top, 2)
-		assert.NotEqual(t, top[0], top[1])
-		assert.Equal(t, top, ranked(i, reversed, 2), "the order members are listed in does not matter")
+func TestEveryReplicaComputesTheSameAssignmentWhateverTheMemberOrder(t *testing.T) {
+	members := slices.Clone(pods[:5])
+	want := Assign(members, 32)
+	reversed := slices.Clone(members)
+	slices.Reverse(reversed)
+	tests := []struct {
+		name    string
+		members []string
+	}{
+		{name: "reversed", members: reversed},
+		{name: "rotated", members: append(slices.Clone(members[2:]), members[:2]...)},
+		{name: "duplicates", members: append(slices.Clone(members), members[1], members[3])},
 	}
-	assert.Equal(t, []string{"r-a"}, ranked(0, []string{"r-a"}, 2))
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, want, Assign(tt.members, 32))
+		})
+	}
+}
+
+// A shard's standby is the member it goes to if its preferred one leaves: a failover
+// moves it once, to where the assignment settles.
+func TestAShardsStandbyIsWhereItGoesIfItsPreferredLeaves(t *testing.T) {
+	for _, shards := range []int{16, 32} {
+		for n := 2; n <= 5; n++ {
+			t.Run(fmt.Sprintf("%d shards over %d members", shards, n), func(t *testing.T) {
+				a := Assign(pods[:n], shards)
+				for i := range shards {
+					rest := slices.DeleteFunc(slices.Clone(pods[:n]), func(m string) bool { return m == a.Preferred[i] })
+					assert.Equal(t, Assign(rest, shards).Preferred[i], a.Standby[i], "shard %d", i)
+					assert.NotEqual(t, a.Preferred[i], a.Standby[i], "shard %d", i)
+					assert.Equal(t, []string{a.Preferred[i], a.Standby[i]}, a.Top(i))
+				}
+			})
+		}
+	}
+	alone := Assign([]string{"r-a"}, 4)
+	assert.Equal(t, []string{"r-a"}, alone.Top(0), "a single member has no standby")
+	assert.Empty(t, Assign(nil, 4).Preferred[0], "no member: no holder")
+}
+
+// A member joining or leaving moves the shards it takes or held, plus the few that the
+// other members' new loads shift between them. Over every join and every leave of 1..9
+// members: the shards of a member that left all move; each step moves at most twice the
+// fewest moves its loads allow, plus two (the least is the shards the gaining members
+// gain: about S/N); all steps together at most 1.35 times their least (measured: 1.31,
+// 1.25 and 1.29 at 16, 32 and 64 shards; plain rendezvous hashing moves the least, but
+// its loads are far apart: 7 / 6 / 11 / 8 of 32 for the bench's four replicas).
+func TestAMemberJoiningOrLeavingMovesAboutOneNthOfTheShards(t *testing.T) {
+	for _, shards := range []int{16, 32, 64} {
+		t.Run(fmt.Sprintf("%d shards", shards), func(t *testing.T) {
+			total, least := 0, 0
+			step := func(before, after []string, what string) {
+				a, b := Assign(before, shards).Preferred, Assign(after, shards).Preferred
+				m, l := moves(a, b)
+				total, least = total+m, least+l
+				assert.LessOrEqual(t, m, 2*l+2, "%s: %d moves, %d at least", what, m, l)
+				for i := range a {
+					if !slices.Contains(after, a[i]) {
+						assert.NotEqual(t, a[i], b[i], "%s: shard %d stays with a member that left", what, i)
+					}
+				}
+			}
+			for n := 1; n < len(pods); n++ {
+				step(pods[:n], pods[:n+1], fmt.Sprintf("%d -> %d", n, n+1))
+				for k := range n + 1 {
+					step(pods[:n+1], slices.Delete(slices.Clone(pods[:n+1]), k, k+1), fmt.Sprintf("%d -> %d without %d", n+1, n, k))
+				}
+			}
+			t.Logf("%d shards: %d moves over every join and leave, %d at least", shards, total, least)
+			assert.LessOrEqual(t, float64(total), 1.35*float64(least))
+		})
+	}
+}
+
+// The fleet tests' and the bench's scaling, 3 -> 4 -> 2 replicas at 32 shards, against
+// S/N: at least 8 moves when a fourth joins, 16 when two of four stop (measured: 9-11
+// and 17).
+func TestScalingThreeToFourToTwoMovesCloseToSOverN(t *testing.T) {
+	tests := []struct {
+		name string
+		ids  []string
+	}{
+		{name: "e2e identities", ids: []string{"r-a", "r-b", "r-c", "r-d"}},
+		{name: "bench identities", ids: []string{"r0", "r1", "r2", "r3"}},
+		{name: "pod names", ids: pods[:4]},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			three, four, two := Assign(tt.ids[:3], 32).Preferred, Assign(tt.ids, 32).Preferred, Assign(tt.ids[1:3], 32).Preferred
+			up, leastUp := moves(three, four)
+			down, leastDown := moves(four, two)
+			t.Logf("3 -> 4: %d moves (%d at least); 4 -> 2: %d moves (%d at least)", up, leastUp, down, leastDown)
+			assert.Equal(t, 8, leastUp)
+			assert.LessOrEqual(t, up, leastUp+leastUp/2, "a fourth replica joining")
+			assert.Equal(t, 16, leastDown)
+			assert.LessOrEqual(t, down, leastDown+leastDown/4, "two of four stopping")
+		})
+	}
 }
 
 func TestOptionsRefuseWhatCannotFence(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
@@ -58,8 +59,8 @@ func TestASecondReplicaJoiningTakesItsShardsInOneHandOverEach(t *testing.T) {
 	})
 	second, secondDone := start(ctx, "r-2", quiet)
 	preferred := 0
-	for i := range shards {
-		if ranked(i, []string{"r-1", "r-2"}, 1)[0] == "r-2" {
+	for _, p := range Assign([]string{"r-1", "r-2"}, shards).Preferred {
+		if p == "r-2" {
 			preferred++
 		}
 	}
@@ -76,14 +77,25 @@ func TestASecondReplicaJoiningTakesItsShardsInOneHandOverEach(t *testing.T) {
 	require.NoError(t, <-secondDone)
 }
 
-// heldByPreferred checks that every shard Lease is held by its first-ranked member.
+// seeMembers is nil once every manager of ms sees n live members.
+func seeMembers(ms []*Manager, n int) error {
+	for _, m := range ms {
+		if ids, _ := m.members(time.Now()); len(ids) != n {
+			return fmt.Errorf("%s sees %v", m.Identity(), ids)
+		}
+	}
+	return nil
+}
+
+// heldByPreferred checks that every shard Lease is held by its preferred member.
 func heldByPreferred(client kubernetes.Interface, shards int, members []string) error {
+	a := Assign(members, shards)
 	for i := range shards {
 		l, err := client.CoordinationV1().Leases("fleet").Get(context.Background(), fmt.Sprintf("%s-shard-%d", DefaultFleet, i), metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		want := ranked(i, members, 1)[0]
+		want := a.Preferred[i]
 		if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != want {
 			return fmt.Errorf("shard %d held by %v, preferred %s", i, l.Spec.HolderIdentity, want)
 		}
@@ -139,7 +151,7 @@ func TestAReplicaIsSettledOnceItHoldsExactlyItsPreferredShards(t *testing.T) {
 	waitFor(t, "r-2 settled", settled(second))
 	preferred := 0
 	for i := range shards {
-		if ranked(i, []string{"r-1", "r-2"}, 1)[0] == "r-2" {
+		if Assign([]string{"r-1", "r-2"}, shards).Preferred[i] == "r-2" {
 			preferred++
 			require.True(t, second.held.has(i), "r-2 settled holding shard %d, which it is preferred for", i)
 		}
@@ -149,4 +161,55 @@ func TestAReplicaIsSettledOnceItHoldsExactlyItsPreferredShards(t *testing.T) {
 	cancel()
 	require.NoError(t, <-firstDone)
 	require.NoError(t, <-secondDone)
+}
+
+// A member that is gone again at once moves no shard: a member joining shifts shards
+// between the others too (Assign balances the loads), so a holder releases a shard to
+// its preferred replica only once every live member has been seen for two retry periods.
+func TestAMemberGoneAgainAtOnceMovesNoShard(t *testing.T) {
+	const shards = 8
+	stable, blip := []string{"r-1", "r-2"}, []string{"r-1", "r-2", "r-3"}
+	before, during := Assign(stable, shards), Assign(blip, shards)
+	shifted := 0
+	for i := range shards {
+		if during.Preferred[i] != "r-3" && during.Preferred[i] != before.Preferred[i] {
+			shifted++
+		}
+	}
+	require.Positive(t, shifted, "r-3 joining shifts a shard between r-1 and r-2")
+	client := fake.NewClientset()
+	var released atomic.Int64
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var done []chan error
+	var managers []*Manager
+	for _, id := range stable {
+		m, err := New(Options{Client: client, Namespace: "fleet", Shards: shards, Identity: id, Address: id + ":1",
+			LeaseDuration: 8 * time.Second, RenewDeadline: 4 * time.Second, RetryPeriod: 2 * time.Second,
+			Logger: slog.New(countReleases{Handler: slog.DiscardHandler, n: &released})})
+		require.NoError(t, err)
+		managers = append(managers, m)
+		done = append(done, make(chan error, 1))
+		go func(ch chan error) { ch <- m.Run(ctx) }(done[len(done)-1])
+	}
+	waitFor(t, "each shard held by its preferred replica", func() error { return heldByPreferred(client, shards, stable) })
+	settledAt := released.Load()
+
+	leases := client.CoordinationV1().Leases("fleet")
+	now, secs, holder := metav1.NewMicroTime(time.Now()), int32(8), "r-3"
+	member := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: DefaultFleet + "-member-r-3",
+		Labels: map[string]string{LabelFleet: DefaultFleet, LabelRole: roleMember}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs, RenewTime: &now}}
+	_, err := leases.Create(ctx, member, metav1.CreateOptions{})
+	require.NoError(t, err)
+	waitFor(t, "both replicas to see r-3", func() error { return seeMembers(managers, len(blip)) })
+	require.NoError(t, leases.Delete(ctx, member.Name, metav1.DeleteOptions{}))
+	waitFor(t, "both replicas to see r-3 gone", func() error { return seeMembers(managers, len(stable)) })
+	time.Sleep(5 * time.Second) // past two retry periods: a release for the blip would show
+	require.NoError(t, heldByPreferred(client, shards, stable))
+	require.Equal(t, settledAt, released.Load(), "no shard released for a member gone again at once")
+	cancel()
+	for _, ch := range done {
+		require.NoError(t, <-ch)
+	}
 }

@@ -3,6 +3,7 @@ package shard
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -34,6 +35,14 @@ type Manager struct {
 	kick     chan struct{}
 	// watching: the fleet's Leases are listed (Run); Settled is false until then.
 	watching atomic.Bool
+
+	plan planned // the assignment of the last member set; reconcile's alone
+}
+
+// planned is the Assignment of one member set, kept until the set changes.
+type planned struct {
+	key string
+	a   Assignment
 }
 
 // observed is a Lease as seen here, with the local time its holder or renew time last
@@ -239,15 +248,20 @@ func (m *Manager) shardLease(i int) (observed, bool) {
 }
 
 // reconcile decides, shard by shard, whether this replica contends, keeps or releases.
+// A holder releases a shard to its preferred replica only once every live member has
+// been seen for two retry periods: a member joining moves shards between the others
+// too (Assign balances the loads), and none of them moves for a member that is gone
+// again at once.
 func (m *Manager) reconcile() {
 	now := time.Now()
 	ids, first := m.members(now)
+	a := m.assignment(ids)
+	settled := now.Sub(newest(first)) >= 2*m.o.RetryPeriod
 	for i := 0; i < m.o.Shards; i++ {
-		top := ranked(i, ids, 2)
+		top := a.Top(i)
 		l, seen := m.shardLease(i)
 		mine := slices.Contains(top, m.o.Identity)
 		expired := m.expiredFor(l, seen, now) >= m.o.Grace
-		settled := len(top) > 0 && now.Sub(first[top[0]]) >= 2*m.o.RetryPeriod
 		m.mu.Lock()
 		e := m.electors[i]
 		if e != nil && isDone(e.done) {
@@ -264,6 +278,20 @@ func (m *Manager) reconcile() {
 			m.stopElector(i)
 		}
 	}
+}
+
+// newest returns the latest of the times first seen (ids always holds this replica).
+func newest(first map[string]time.Time) time.Time {
+	return slices.MaxFunc(slices.Collect(maps.Values(first)), time.Time.Compare)
+}
+
+// assignment returns Assign(ids, shards), computed again only when ids change.
+func (m *Manager) assignment(ids []string) Assignment {
+	key := strings.Join(ids, "\x00")
+	if m.plan.a.Preferred == nil || m.plan.key != key {
+		m.plan = planned{key: key, a: Assign(ids, m.o.Shards)}
+	}
+	return m.plan.a
 }
 
 // expiredFor is how long shard Lease l has been without a fresh holder (since this
@@ -306,8 +334,9 @@ func (m *Manager) Settled() bool {
 			return false
 		}
 	}
+	a := Assign(ids, m.o.Shards) // computed here: m.plan is reconcile's alone
 	for i := 0; i < m.o.Shards; i++ {
-		if m.held.has(i) != (ranked(i, ids, 1)[0] == m.o.Identity) {
+		if m.held.has(i) != (a.Preferred[i] == m.o.Identity) {
 			return false
 		}
 	}

@@ -4,12 +4,15 @@
 // and one member Lease per replica (client-go's node-lease heartbeat,
 // k8s.io/component-helpers) that says it is alive, where it is reached and which shards
 // it holds. A cluster belongs to the shard its Argo CD Secret pins (`shard` field), else
-// to a stable hash of its name. Replicas agree on a preferred holder per shard by
-// rendezvous hashing over the live members; the preferred and the next-preferred
-// replica contend for it, anyone takes a shard whose Lease has been expired for a grace
-// period, and a replica holding a shard whose preferred replica is alive releases it
-// after stopping its clusters (docs/design.md, "Fleet"). Lease traffic grows with the
-// replicas and the shards, never with the clusters.
+// to a stable hash of its name. Replicas agree on a preferred holder per shard with no
+// coordination: Assign, a pure function of the live members and the number of shards,
+// is rendezvous hashing under balanced loads (each member holds floor or ceil of
+// shards/N). The preferred replica and the standby (the one preferred if the preferred
+// left) contend for the shard, anyone takes a shard whose Lease has been expired for a
+// grace period, and a replica holding a shard whose preferred replica is alive releases
+// it after stopping its clusters once the member set has been stable for two retry
+// periods (docs/design.md, "Fleet"). Lease traffic grows with the replicas and the
+// shards, never with the clusters.
 package shard
 
 import (
@@ -139,50 +142,6 @@ func Of(name string, pin, shards int) int {
 	return int(h.Sum32() % uint32(shards))
 }
 
-// score is the rendezvous weight of member id for shard i: the highest score is the
-// preferred holder.
-func score(i int, id string) uint64 {
-	h := fnv.New64a()
-	_, _ = fmt.Fprintf(h, "%d/%s", i, id)
-	return mix(h.Sum64())
-}
-
-// mix is a 64-bit finaliser (SplitMix64's), so that nearby inputs spread.
-func mix(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	return x ^ (x >> 31)
-}
-
-// ranked returns the first n of members by their rendezvous score for shard i.
-func ranked(i int, members []string, n int) []string {
-	type sc struct {
-		id string
-		s  uint64
-	}
-	var top []sc
-	for _, id := range members {
-		s := sc{id, score(i, id)}
-		pos := len(top)
-		for pos > 0 && (top[pos-1].s < s.s || (top[pos-1].s == s.s && top[pos-1].id > s.id)) {
-			pos--
-		}
-		if pos < n {
-			top = append(top[:pos], append([]sc{s}, top[pos:]...)...)
-			if len(top) > n {
-				top = top[:n]
-			}
-		}
-	}
-	out := make([]string, len(top))
-	for k, s := range top {
-		out[k] = s.id
-	}
-	return out
-}
-
 // held is the set of shards this replica leads, safe for concurrent use.
 type held struct {
 	mu sync.RWMutex
@@ -216,8 +175,8 @@ func (h *held) list() []int {
 }
 
 // releases remembers, shard by shard, to which replica this one last released a shard
-// and when, safe for concurrent use. A replica ranked second for a shard contends for it
-// as a standby; right after it released the shard to the preferred replica its new
+// and when, safe for concurrent use. A shard's standby replica contends for it; right
+// after it released the shard to the preferred replica its new
 // elector would find the Lease free and take it back before the preferred one's next
 // try, again and again (each time starting and stopping the shard's clusters). So it
 // leaves the shard to that replica for a hold-off of one Lease duration: long enough for
