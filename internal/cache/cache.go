@@ -31,7 +31,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -68,11 +67,9 @@ type Cache struct {
 	opts    Options
 	log     *slog.Logger
 
-	typed   informers.SharedInformerFactory
-	dynamic dynamicinformer.DynamicSharedInformerFactory
+	typed informers.SharedInformerFactory
 
 	rsInf  toolscache.SharedIndexInformer
-	rsFan  fanout // its one handler registration: arrivals, and ReplicaSetInformer's handlers
 	depInf toolscache.SharedIndexInformer
 	// userInfs are the ControllerRevision, StatefulSet, DaemonSet, Job, CronJob and Pod
 	// informers, lean (see Lean) and indexed by the config objects they use.
@@ -132,7 +129,6 @@ func New(clients *kube.Clients, opts Options) (*Cache, error) {
 		return nil, err
 	}
 	c.registerPagedInformers(lc)
-	c.dynamic = dynamicinformer.NewFilteredDynamicSharedInformerFactory(clients.Dynamic, opts.Resync, opts.Namespace, nil)
 
 	if err := c.addUserInformers(); err != nil {
 		return nil, err
@@ -266,10 +262,7 @@ func (c *Cache) tryStartRollouts() bool {
 	}
 	for _, r := range rl.APIResources {
 		if r.Name == core.RolloutResource {
-			inf := c.dynamic.ForResource(core.RolloutGVR).Informer()
-			if err := inf.SetTransform(Lean); err != nil {
-				c.log.Warn("Rollout informer transform", "err", err)
-			}
+			inf := c.newRolloutInformer()
 			if err := inf.AddIndexers(toolscache.Indexers{UsesIndex: usesIndexFunc, WorkloadRefIndex: workloadRefIndexFunc, ListedIndex: listedIndexFunc}); err != nil {
 				c.log.Warn("Rollout informer indexes", "err", err)
 			}

@@ -69,7 +69,7 @@ func (c *Cache) addUserInformers() error {
 	if err := rs.AddIndexers(toolscache.Indexers{UsesIndex: usesIndexFunc, ControllerIndex: controllerIndexFunc}); err != nil {
 		return fmt.Errorf("cache: ReplicaSet indexes: %w", err)
 	}
-	if err := c.rsFan.register(rs, c.arrivals.handler()); err != nil {
+	if _, err := rs.AddEventHandler(c.arrivals.handler()); err != nil {
 		return fmt.Errorf("cache: ReplicaSet arrivals: %w", err)
 	}
 	c.synced = append(c.synced, rs.HasSynced)
