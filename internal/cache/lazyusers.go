@@ -41,6 +41,7 @@ func (c *Cache) runUsers(ctx context.Context) (wait func()) {
 // startUsers starts the user informers unless they run already; false when the cache
 // is not running.
 func (c *Cache) startUsers() bool {
+	c.wantListers() // Users and Workloads read Deployments and Rollouts too
 	c.users.mu.Lock()
 	defer c.users.mu.Unlock()
 	if c.users.started {
@@ -68,7 +69,7 @@ func (c *Cache) usersReady() bool {
 			return false
 		}
 	}
-	return true
+	return c.listersReady()
 }
 
 // usersSyncWait bounds how long after their start awaitUsers waits for the user
@@ -82,10 +83,11 @@ func (c *Cache) awaitUsers(ctx context.Context) bool {
 	if !c.startUsers() {
 		return false
 	}
-	synced := make([]toolscache.InformerSynced, len(c.userInfs))
+	synced := make([]toolscache.InformerSynced, len(c.userInfs), len(c.userInfs)+1)
 	for i, inf := range c.userInfs {
 		synced[i] = inf.HasSynced
 	}
+	synced = append(synced, c.listersReady)
 	c.users.mu.Lock()
 	deadline := c.users.since.Add(usersSyncWait)
 	c.users.mu.Unlock()
@@ -94,11 +96,12 @@ func (c *Cache) awaitUsers(ctx context.Context) bool {
 	return toolscache.WaitForCacheSync(wctx.Done(), synced...)
 }
 
-// eager are the informers Run starts at once: all but the user informers.
+// eager are the informers Run starts at once: all but the user informers and the
+// Deployment one (lazyListers).
 func (c *Cache) eager() []toolscache.SharedIndexInformer {
 	var out []toolscache.SharedIndexInformer
 	for _, inf := range append(slices.Clip(c.workloadInfs), c.cmInf, c.secInf) {
-		if inf != nil && !slices.Contains(c.userInfs, inf) {
+		if inf != nil && inf != c.depInf && !slices.Contains(c.userInfs, inf) {
 			out = append(out, inf)
 		}
 	}
