@@ -12,10 +12,11 @@ import (
 // lazyUsers starts the user informers (ControllerRevisions, StatefulSets, DaemonSets,
 // Jobs, CronJobs, Pods) with the first read that needs them: a Users answer (an attach)
 // or a sweep's Workloads. An idle cluster, with no event and no revision to sweep, then
-// watches only its ReplicaSets, Deployments, Rollouts and config objects: six watches
-// fewer, about 48 goroutines (docs/design.md, "Per-cluster cost"). Until they have
-// synced, Users reads live (as before any sync: a partial answer could leave a user
-// unprotected) and Workloads waits for them, so nothing is decided on a partial cache.
+// watches only its ReplicaSets and config objects (the Deployment and Rollout informers
+// start on demand too: lazyListers): six watches fewer (docs/design.md, "Per-cluster
+// cost"). Until they have synced, Users reads live (as before any sync: a partial answer
+// could leave a user unprotected) and Workloads waits for them, so nothing is decided on
+// a partial cache.
 type lazyUsers struct {
 	mu      sync.Mutex
 	ctx     context.Context // Run's, nil before Run and once Run is ending
