@@ -1,7 +1,10 @@
 // Package cache is an informer-backed core.Reader for long-running paths (the trigger
 // service, the watcher, the orphan sweep). ReplicaSets, Deployments and the other
-// workloads come from typed shared informers, Argo Rollouts from a dynamic informer
-// started once the CRD exists, and ConfigMaps and Secrets from metadata-only informers.
+// workloads come from typed informers, Argo Rollouts from a dynamic one once the CRD
+// exists, and ConfigMaps and Secrets from metadata-only informers: client-go's plain
+// informers, each with one fanout of handlers (lightInformer). ReplicaSets and config
+// objects are watched from the start; Deployments and Rollouts (lazyListers) and the
+// other workloads (lazyUsers) once the cluster needs them.
 // Every object is stored lean (see Lean): the metadata the core, the sweep and status
 // read and its pod template reduced to its references, in a record of the cache's own
 // (record.go) that keeps the metadata and the rest as protobuf, and the initial lists are
@@ -26,12 +29,10 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -68,11 +69,9 @@ type Cache struct {
 	opts    Options
 	log     *slog.Logger
 
-	typed   informers.SharedInformerFactory
-	dynamic dynamicinformer.DynamicSharedInformerFactory
+	typed informers.SharedInformerFactory
 
 	rsInf  toolscache.SharedIndexInformer
-	rsFan  fanout // its one handler registration: arrivals, and ReplicaSetInformer's handlers
 	depInf toolscache.SharedIndexInformer
 	// userInfs are the ControllerRevision, StatefulSet, DaemonSet, Job, CronJob and Pod
 	// informers, lean (see Lean) and indexed by the config objects they use.
@@ -87,12 +86,8 @@ type Cache struct {
 	secInf       toolscache.SharedIndexInformer
 	synced       []toolscache.InformerSynced
 
-	rollouts  atomic.Pointer[toolscache.SharedIndexInformer]
-	rolloutMu sync.Mutex // serialises tryStartRollouts
-	// runCtx is Run's context while Run is running (nil before and once it is ending):
-	// the Rollout informer runs on it, and rolloutWG waits for that informer.
-	runCtx       context.Context
-	rolloutWG    sync.WaitGroup
+	rollouts     atomic.Pointer[toolscache.SharedIndexInformer] // once started (lazyListers)
+	listers      lazyListers
 	absentMu     sync.Mutex
 	absentAt     time.Time // when the Argo Rollouts API was last confirmed absent
 	running      atomic.Bool
@@ -132,7 +127,6 @@ func New(clients *kube.Clients, opts Options) (*Cache, error) {
 		return nil, err
 	}
 	c.registerPagedInformers(lc)
-	c.dynamic = dynamicinformer.NewFilteredDynamicSharedInformerFactory(clients.Dynamic, opts.Resync, opts.Namespace, nil)
 
 	if err := c.addUserInformers(); err != nil {
 		return nil, err
@@ -183,9 +177,10 @@ func StripManagedFields(obj any) (any, error) {
 	return obj, nil
 }
 
-// Run starts the informers and blocks until ctx ends. The Argo Rollouts informer starts
-// when the rollouts.argoproj.io resource is served (checked now, then every
-// Options.RolloutPoll). Run returns nil when ctx ends.
+// Run starts the ReplicaSet and config object informers and blocks until ctx ends; the
+// others start on demand (lazyListers, lazyUsers), the Argo Rollouts one only once the
+// rollouts.argoproj.io resource is served (checked now, then every Options.RolloutPoll).
+// Run returns nil when ctx ends.
 //
 // An idle cache costs as few goroutines as client-go allows (docs/design.md, "Per-cluster
 // cost"): every informer runs on ctx itself (the factory's Start would run each on a
@@ -195,9 +190,6 @@ func (c *Cache) Run(ctx context.Context) error {
 	if !c.running.CompareAndSwap(false, true) {
 		return errors.New("cache: Run called twice")
 	}
-	c.rolloutMu.Lock()
-	c.runCtx = ctx
-	c.rolloutMu.Unlock()
 	eager := c.eager()
 	var wg sync.WaitGroup
 	for _, inf := range eager[1:] {
@@ -205,88 +197,19 @@ func (c *Cache) Run(ctx context.Context) error {
 	}
 	defer wg.Wait()
 	defer c.runUsers(ctx)() // the user informers start on demand (lazyUsers)
-	poll := c.pollRollouts()
+	poll := c.runListers(ctx)
 	defer poll.Stop()
-	defer c.endRollouts()        // before the timer's Stop: a look under way re-arms it no more
+	defer c.endListers()         // before the timer's Stop: a look under way re-arms it no more
 	eager[0].RunWithContext(ctx) // returns once ctx has ended
 	return nil
 }
 
-// pollRollouts looks for the Argo Rollouts API now, before the ReplicaSet informer starts
-// (so the cache cannot be in sync before the first look has returned: Users would answer
-// without the Rollouts of a cluster that has them), and then on a timer's goroutine every
-// Options.RolloutPoll until the informer has started or Run ends.
-func (c *Cache) pollRollouts() *time.Timer {
-	c.tryStartRollouts()
-	c.rolloutMu.Lock() // the timer is set before its first look reads it
-	defer c.rolloutMu.Unlock()
-	var t *time.Timer
-	t = time.AfterFunc(c.opts.RolloutPoll, func() {
-		c.tryStartRollouts()
-		c.rolloutMu.Lock()
-		defer c.rolloutMu.Unlock()
-		if c.rollouts.Load() == nil && c.runCtx != nil {
-			t.Reset(c.opts.RolloutPoll)
-		}
-	})
-	if c.rollouts.Load() != nil {
-		t.Stop() // found at once
-	}
-	return t
-}
-
-// endRollouts lets no Rollout informer start any more and waits for the one running.
-func (c *Cache) endRollouts() {
-	c.rolloutMu.Lock()
-	c.runCtx = nil // no start after this
-	c.rolloutMu.Unlock()
-	c.rolloutWG.Wait()
-}
-
-// tryStartRollouts looks for the Argo Rollouts API (one discovery GET) and starts the
-// Rollout informer, for the life of Run, when it is served. It reports whether the look
-// got an answer (served or absent).
-func (c *Cache) tryStartRollouts() bool {
-	c.rolloutMu.Lock()
-	defer c.rolloutMu.Unlock()
-	if c.rollouts.Load() != nil {
-		return true
-	}
-	ctx := c.runCtx
-	if ctx == nil || ctx.Err() != nil {
-		return false // not running: nothing may be started
-	}
-	rl, err := c.clients.Kube.Discovery().ServerResourcesForGroupVersion(core.RolloutGroup + "/" + core.RolloutVersion)
-	if err != nil {
-		if !apierrors.IsNotFound(err) {
-			c.log.Debug("looking for the Argo Rollouts API", "err", err)
-			return false
-		}
-		return true
-	}
-	for _, r := range rl.APIResources {
-		if r.Name == core.RolloutResource {
-			inf := c.dynamic.ForResource(core.RolloutGVR).Informer()
-			if err := inf.SetTransform(Lean); err != nil {
-				c.log.Warn("Rollout informer transform", "err", err)
-			}
-			if err := inf.AddIndexers(toolscache.Indexers{UsesIndex: usesIndexFunc, WorkloadRefIndex: workloadRefIndexFunc, ListedIndex: listedIndexFunc}); err != nil {
-				c.log.Warn("Rollout informer indexes", "err", err)
-			}
-			c.rolloutWG.Go(func() { inf.RunWithContext(ctx) }) // not the factory's Start: see Run
-			c.rollouts.Store(&inf)
-			c.log.Info("Argo Rollouts API found: caching Rollouts")
-			return true
-		}
-	}
-	return true
-}
-
-// HasSynced reports whether every started informer has completed its initial list
-// (the Rollout informer only once the CRD exists). It is what /readyz reports.
+// HasSynced reports whether every informer Run starts at once has completed its initial
+// list (those started on demand, lazyUsers and lazyListers, are waited for by the reads
+// that need them). It is what /readyz reports.
 func (c *Cache) HasSynced() bool {
 	if c.hasSyncedAll.Load() {
-		return c.rolloutsSynced()
+		return true
 	}
 	for _, s := range c.synced {
 		if !s() {
@@ -294,12 +217,7 @@ func (c *Cache) HasSynced() bool {
 		}
 	}
 	c.hasSyncedAll.Store(true)
-	return c.rolloutsSynced()
-}
-
-func (c *Cache) rolloutsSynced() bool {
-	inf := c.rollouts.Load()
-	return inf == nil || (*inf).HasSynced()
+	return true
 }
 
 // WaitForSync blocks until HasSynced or ctx ends (then it returns ctx's error).
@@ -353,6 +271,7 @@ func (c *Cache) Deployment(ctx context.Context, namespace, name string) (*appsv1
 		}
 	}
 	c.miss("deployments")
+	c.wantListers()
 	return c.clients.Kube.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
 }
 
@@ -365,6 +284,7 @@ func (c *Cache) Rollout(ctx context.Context, namespace, name string) (*unstructu
 		}
 	}
 	c.miss("rollouts")
+	c.wantListers()
 	return c.clients.Dynamic.Resource(core.RolloutGVR).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
 }
 

@@ -12,10 +12,11 @@ import (
 // lazyUsers starts the user informers (ControllerRevisions, StatefulSets, DaemonSets,
 // Jobs, CronJobs, Pods) with the first read that needs them: a Users answer (an attach)
 // or a sweep's Workloads. An idle cluster, with no event and no revision to sweep, then
-// watches only its ReplicaSets, Deployments, Rollouts and config objects: six watches
-// fewer, about 48 goroutines (docs/design.md, "Per-cluster cost"). Until they have
-// synced, Users reads live (as before any sync: a partial answer could leave a user
-// unprotected) and Workloads waits for them, so nothing is decided on a partial cache.
+// watches only its ReplicaSets and config objects (the Deployment and Rollout informers
+// start on demand too: lazyListers): six watches fewer (docs/design.md, "Per-cluster
+// cost"). Until they have synced, Users reads live (as before any sync: a partial answer
+// could leave a user unprotected) and Workloads waits for them, so nothing is decided on
+// a partial cache.
 type lazyUsers struct {
 	mu      sync.Mutex
 	ctx     context.Context // Run's, nil before Run and once Run is ending
@@ -41,6 +42,7 @@ func (c *Cache) runUsers(ctx context.Context) (wait func()) {
 // startUsers starts the user informers unless they run already; false when the cache
 // is not running.
 func (c *Cache) startUsers() bool {
+	c.wantListers() // Users and Workloads read Deployments and Rollouts too
 	c.users.mu.Lock()
 	defer c.users.mu.Unlock()
 	if c.users.started {
@@ -68,7 +70,7 @@ func (c *Cache) usersReady() bool {
 			return false
 		}
 	}
-	return true
+	return c.listersReady()
 }
 
 // usersSyncWait bounds how long after their start awaitUsers waits for the user
@@ -82,10 +84,11 @@ func (c *Cache) awaitUsers(ctx context.Context) bool {
 	if !c.startUsers() {
 		return false
 	}
-	synced := make([]toolscache.InformerSynced, len(c.userInfs))
+	synced := make([]toolscache.InformerSynced, len(c.userInfs), len(c.userInfs)+1)
 	for i, inf := range c.userInfs {
 		synced[i] = inf.HasSynced
 	}
+	synced = append(synced, c.listersReady)
 	c.users.mu.Lock()
 	deadline := c.users.since.Add(usersSyncWait)
 	c.users.mu.Unlock()
@@ -94,11 +97,12 @@ func (c *Cache) awaitUsers(ctx context.Context) bool {
 	return toolscache.WaitForCacheSync(wctx.Done(), synced...)
 }
 
-// eager are the informers Run starts at once: all but the user informers.
+// eager are the informers Run starts at once: all but the user informers and the
+// Deployment one (lazyListers).
 func (c *Cache) eager() []toolscache.SharedIndexInformer {
 	var out []toolscache.SharedIndexInformer
 	for _, inf := range append(slices.Clip(c.workloadInfs), c.cmInf, c.secInf) {
-		if inf != nil && !slices.Contains(c.userInfs, inf) {
+		if inf != nil && inf != c.depInf && !slices.Contains(c.userInfs, inf) {
 			out = append(out, inf)
 		}
 	}

@@ -10,11 +10,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/configmap-attacher/configmap-attacher/internal/core"
 )
 
 // How many objects one page of an informer's initial list holds: at most this many
@@ -250,9 +253,8 @@ func (c *Cache) registerPagedInformers(kc kubernetes.Interface) {
 // newPagedInformer is lw's informer on pagedLeanList (pages of size) and leanWatch with
 // transform, whose results have the type of stored (the informer's example object).
 func newPagedInformer(lw listWatch, stored runtime.Object, transform toolscache.TransformFunc, size int64, resync time.Duration) toolscache.SharedIndexInformer {
-	return toolscache.NewSharedIndexInformer(&toolscache.ListWatch{ListWithContextFunc: pagedLeanList(lw.list, transform, size),
-		WatchFuncWithContext: leanWatch(lw.watch, transform)}, stored, resync,
-		toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
+	return newLightInformer(&toolscache.ListWatch{ListWithContextFunc: pagedLeanList(lw.list, transform, size),
+		WatchFuncWithContext: leanWatch(lw.watch, transform)}, stored, resync, nil)
 }
 
 // newConfigInformer is the metadata-only informer of ConfigMaps or Secrets, on
@@ -264,4 +266,15 @@ func (c *Cache) newConfigInformer(gvr schema.GroupVersionResource) (toolscache.S
 		watch: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return rc.Watch(ctx, o) },
 	}, &metaRecord{}, toMetaRecord, metaPageSize, c.opts.Resync)
 	return inf, nil
+}
+
+// newRolloutInformer is the informer of Argo Rollouts in the cache's namespace, each
+// stored Lean (the transform of client-go's queue: a Rollout is read whole, without
+// paging, as the dynamic informer factory would).
+func (c *Cache) newRolloutInformer() toolscache.SharedIndexInformer {
+	rc := c.clients.Dynamic.Resource(core.RolloutGVR).Namespace(c.opts.Namespace)
+	return newLightInformer(&toolscache.ListWatch{
+		ListWithContextFunc:  func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return rc.List(ctx, o) },
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return rc.Watch(ctx, o) },
+	}, &unstructured.Unstructured{}, c.opts.Resync, Lean)
 }

@@ -14,10 +14,10 @@ import (
 )
 
 // A handler added through ReplicaSetInformer after the cache has synced (the ReplicaSet
-// way in's) joins the cache's own registration: it gets every later add, update and
-// delete, in order, as its own registration would, is synced when the cache is, and
-// gets nothing once removed; the cache's arrivals keep working beside it
-// (docs/design.md, "Per-cluster cost": one registration, two goroutines, per informer).
+// way in's) joins the informer's fanout beside the cache's own handlers: it gets every
+// later add, update and delete, in order, as its own registration would, is synced when
+// the cache is, and gets nothing once removed; the cache's arrivals keep working beside
+// it (docs/design.md, "Per-cluster cost": no goroutine per handler, cache.lightInformer).
 func TestHandlerAddedLateSharesTheCacheRegistrationAndMissesNoChange(t *testing.T) {
 	const ns = "shop"
 	c, kc := runFakeCache(t, Options{})

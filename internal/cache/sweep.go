@@ -81,10 +81,10 @@ func (c *Cache) rolloutsAbsent() bool {
 	if time.Since(c.absentAt) < absentCheckEvery {
 		return true
 	}
-	if !c.tryStartRollouts() {
+	if !c.lookForRollouts() {
 		return false // the look failed: unknown
 	}
-	if c.rollouts.Load() != nil {
+	if c.listers.served.Load() {
 		return false // found now: not synced yet
 	}
 	c.absentAt = time.Now()

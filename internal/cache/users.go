@@ -69,7 +69,7 @@ func (c *Cache) addUserInformers() error {
 	if err := rs.AddIndexers(toolscache.Indexers{UsesIndex: usesIndexFunc, ControllerIndex: controllerIndexFunc}); err != nil {
 		return fmt.Errorf("cache: ReplicaSet indexes: %w", err)
 	}
-	if err := c.rsFan.register(rs, c.arrivals.handler()); err != nil {
+	if _, err := rs.AddEventHandler(c.arrivals.handler()); err != nil {
 		return fmt.Errorf("cache: ReplicaSet arrivals: %w", err)
 	}
 	c.synced = append(c.synced, rs.HasSynced)
@@ -78,7 +78,11 @@ func (c *Cache) addUserInformers() error {
 			return fmt.Errorf("cache: uses index: %w", err)
 		}
 	}
-	c.synced = append(c.synced, dep.HasSynced) // the user informers start on demand (lazyUsers)
+	// The Deployment informer starts on demand (lazyListers), the user informers too (lazyUsers).
+	if _, err := rs.AddEventHandler(toolscache.ResourceEventHandlerFuncs{AddFunc: c.noteController,
+		UpdateFunc: func(_, obj any) { c.noteController(obj) }}); err != nil {
+		return fmt.Errorf("cache: ReplicaSet controllers: %w", err)
+	}
 	c.rsInf, c.depInf = rs, dep
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -77,6 +78,7 @@ type Watcher struct {
 		mu      sync.Mutex
 		t       *time.Timer
 		stopped bool
+		again   bool // a pass was asked for (Replay)
 	}
 }
 
@@ -246,14 +248,13 @@ func (w *Watcher) replayLoop(ctx context.Context) {
 	}
 	w.log.Info("start-up replay done", "objects", n, "took", time.Since(start).Round(time.Millisecond))
 	close(w.replayed)
-	if w.opts.Resync > 0 {
-		w.resyncs(ctx)
-	}
+	w.resyncs(ctx)
 }
 
-// resyncs replays every cached object Options.Resync after the previous replay was fed,
-// until ctx ends or stopResyncs. Between passes it is a timer, not a goroutine (an idle
-// watcher waits for its next resync at no cost: docs/design.md, "Per-cluster cost").
+// resyncs replays every cached object Options.Resync after the previous replay was fed
+// (never with a negative Resync), and at once when Replay asks, until ctx ends or
+// stopResyncs. Between passes it is a timer, not a goroutine (an idle watcher waits for
+// its next resync at no cost: docs/design.md, "Per-cluster cost").
 func (w *Watcher) resyncs(ctx context.Context) {
 	w.resync.mu.Lock()
 	defer w.resync.mu.Unlock()
@@ -261,18 +262,50 @@ func (w *Watcher) resyncs(ctx context.Context) {
 		return
 	}
 	var t *time.Timer
-	t = time.AfterFunc(w.opts.Resync, func() {
+	t = time.AfterFunc(w.resyncDelay(), func() {
 		w.resync.mu.Lock() // held during the pass: stopResyncs waits for it
 		defer w.resync.mu.Unlock()
 		if w.resync.stopped || ctx.Err() != nil {
 			return
 		}
+		w.resync.again = false
 		start := time.Now()
 		n := w.replayPass(ctx)
 		w.log.Debug("resync queued", "objects", n, "took", time.Since(start).Round(time.Millisecond))
-		t.Reset(w.opts.Resync)
+		if w.opts.Resync > 0 {
+			t.Reset(w.opts.Resync)
+		}
 	})
+	if w.opts.Resync <= 0 && !w.resync.again {
+		t.Stop() // armed by Replay only
+	}
 	w.resync.t = t
+}
+
+// resyncDelay is how long the first resync waits: none when Replay asked for one, and
+// for ever (the timer is stopped at once) without periodic resyncs.
+func (w *Watcher) resyncDelay() time.Duration {
+	switch {
+	case w.resync.again:
+		return 0
+	case w.opts.Resync <= 0:
+		return math.MaxInt64
+	}
+	return w.opts.Resync
+}
+
+// Replay asks for one more pass over every cached object, as a resync's: at once, or
+// once the start-up replay is done if it is not. It is for what the feeds decide from
+// that has just become complete: the revision side's Listed once the cache's Deployment
+// and Rollout informers, started on demand, have synced (cache.Cache.OnListersSynced).
+// It does nothing once the watcher has stopped.
+func (w *Watcher) Replay() {
+	w.resync.mu.Lock()
+	defer w.resync.mu.Unlock()
+	w.resync.again = true
+	if w.resync.t != nil && !w.resync.stopped {
+		w.resync.t.Reset(0)
+	}
 }
 
 // stopResyncs stops the periodic repair, once ctx (Run's) has ended: it waits for a pass
