@@ -34,6 +34,9 @@ func threeCommits(w *world, app argocd.App) (string, *appsv1.ReplicaSet) {
 	var names []string
 	var owners []*appsv1.ReplicaSet
 	for v := 1; v <= 3; v++ {
+		if v >= 2 {
+			w.pastCreationSecond(owners[v-2])
+		}
 		sha := w.commit("config version "+itoa(v), webFiles("web", v))
 		if v == 1 {
 			app.Path = "web"

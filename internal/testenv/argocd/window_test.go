@@ -45,10 +45,11 @@ func TestACommitRightAfterTheReplicaSetDoesNotPruneItsRevision(t *testing.T) {
 
 func commitRightAfterTheReplicaSet(w *world) {
 	t := w.T
-	// A third commit while the second ReplicaSet is still the canary makes that one an
-	// intermediate ReplicaSet: with revisionHistoryLimit 1 the Rollouts controller may
-	// delete it (and the garbage collector its revision, rightly) before the check.
-	// Two kept revisions keep it, so what is checked is Argo CD's prune alone.
+	// The third commit follows the second ReplicaSet at once: with revisionHistoryLimit 1
+	// the Rollouts controller deletes one of the two older ReplicaSets, oldest first with
+	// ties (one creation second) broken by name, so it may be the second (and the garbage
+	// collector its revision, rightly) before the check. Two kept revisions keep both,
+	// so what is checked is Argo CD's prune alone.
 	files := func(v int) map[string]string { return withHistoryLimit(webFiles("web", v), 2) }
 	sha := w.commit("config version 1", files(1))
 	w.createApp(argocd.App{Path: "web"})

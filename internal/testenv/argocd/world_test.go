@@ -124,6 +124,14 @@ func (w *world) current(rollout string) (string, *appsv1.ReplicaSet) {
 	return cm, rs
 }
 
+// pastCreationSecond waits until the clock is past the second rs was created in, so the
+// next ReplicaSet's creationTimestamp (second precision) is later. The Rollouts controller
+// deletes the ReplicaSets past revisionHistoryLimit oldest first, ties broken by name:
+// two created in one second (a fast machine) could make it delete the newer one.
+func (w *world) pastCreationSecond(rs *appsv1.ReplicaSet) {
+	time.Sleep(time.Until(rs.CreationTimestamp.Add(time.Second)))
+}
+
 // waitOwned waits until ConfigMap name has an ownerReference to rs.
 func (w *world) waitOwned(name string, rs *appsv1.ReplicaSet) {
 	w.T.Helper()
