@@ -3,11 +3,13 @@ package acceptance_test
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/argorollouts"
@@ -155,7 +157,34 @@ func (w *world) status(name string) (argorollouts.Status, error) {
 	if err != nil {
 		return argorollouts.Status{}, err
 	}
-	return argorollouts.StatusOf(ro), nil
+	st := argorollouts.StatusOf(ro)
+	w.nudgeIfUnobserved(ro, st)
+	return st, nil
+}
+
+// nudgeIfUnobserved touches a Rollout whose spec the Rollouts controller has not observed
+// for 20 s (an annotation of the harness's own; the controller then sees a new event). The
+// controller has been seen to leave a template change unobserved for minutes on a busy
+// machine, with nothing of this service involved (twice in about fifteen CI runs; the
+// same as argo-rollouts #913's "waiting for rollout spec update to be observed" flake).
+func (w *world) nudgeIfUnobserved(ro *unstructured.Unstructured, st argorollouts.Status) {
+	key := ro.GetName()
+	if st.Observed {
+		delete(w.unobserved, key)
+		return
+	}
+	since, seen := w.unobserved[key]
+	if !seen {
+		w.unobserved[key] = time.Now()
+		return
+	}
+	if time.Since(since) < 20*time.Second {
+		return
+	}
+	w.unobserved[key] = time.Now()
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{"test.configmap-attacher.io/nudge":%q}}}`, time.Now().Format(time.RFC3339Nano))
+	_, err := w.Dynamic.Resource(core.RolloutGVR).Namespace(w.NS).Patch(w.Ctx, key, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	w.T.Logf("Rollout %s: generation %d unobserved by the Rollouts controller for 20 s (%s); nudged: %v", key, ro.GetGeneration(), st, err)
 }
 
 // waitHealthy waits until the Rollout is Healthy on revision a, all its replicas

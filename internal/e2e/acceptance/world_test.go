@@ -36,6 +36,9 @@ type world struct {
 	// events records when ReplicaSets, ConfigMaps and Secrets of the namespace were
 	// deleted, and every Pod that was created referencing a missing ConfigMap or Secret.
 	events *recorder
+	// unobserved is when each Rollout was first seen with a spec its controller had not
+	// observed (status.observedGeneration behind): nudgeIfUnobserved.
+	unobserved map[string]time.Time
 }
 
 // newWorld creates a fresh namespace (and waits for its default ServiceAccount).
@@ -52,7 +55,7 @@ func newBareWorld(t *testing.T) *world {
 	c := controlplane.Require(t, cp)
 	timed(t)
 	w := &world{World: scenario.New(t, c, "acc-"+rand.String(6), 10*time.Minute, waitFor,
-		scenario.Logger(t.Name(), "ACCEPTANCE_SERVICE_LOGS", testing.Verbose()))}
+		scenario.Logger(t.Name(), "ACCEPTANCE_SERVICE_LOGS", testing.Verbose())), unobserved: map[string]time.Time{}}
 	w.events = startRecorder(t, w.Ctx, w.Kube, w.NS)
 	t.Cleanup(func() {
 		if t.Failed() {

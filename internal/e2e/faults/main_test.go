@@ -472,6 +472,7 @@ type workload struct {
 	ns   string
 	kc   kubernetes.Interface
 	sets []*appsv1.ReplicaSet
+	base int // sets[i] is rs-(base+i), using cm-(base+i)
 }
 
 func newNamespace(t *testing.T, name string) (string, kubernetes.Interface) {
@@ -503,7 +504,8 @@ func newWorkload(t *testing.T, ns string, n int) *workload {
 func (w *workload) createSets(t *testing.T) {
 	t.Helper()
 	w.each(t, func(ctx context.Context, i int) error {
-		rs, err := w.kc.AppsV1().ReplicaSets(w.ns).Create(ctx, replicaSet(fmt.Sprintf("rs-%d", i), fmt.Sprintf("cm-%d", i)), metav1.CreateOptions{})
+		n := w.base + i
+		rs, err := w.kc.AppsV1().ReplicaSets(w.ns).Create(ctx, replicaSet(fmt.Sprintf("rs-%d", n), fmt.Sprintf("cm-%d", n)), metav1.CreateOptions{})
 		w.sets[i] = rs
 		return err
 	})
