@@ -213,3 +213,56 @@ func TestAMemberGoneAgainAtOnceMovesNoShard(t *testing.T) {
 		require.NoError(t, <-ch)
 	}
 }
+
+// A member back after its Lease expired (a crashed pod restarting under the same name,
+// as a StatefulSet's do) counts as new for the release gate: the others release it no
+// shard until it has been seen again for two retry periods, so a replica that crashes
+// at once again moves no shard. It was taken as seen since its first life, and every
+// shard it is preferred for was released to it on its first renewal.
+func TestAMemberBackAfterItsLeaseExpiredMovesNoShardAtOnce(t *testing.T) {
+	const shards = 8
+	stable := []string{"r-1", "r-2"}
+	require.Contains(t, Assign(append(stable, "r-3"), shards).Preferred, "r-3", "r-3 is preferred for some shard")
+	client := fake.NewClientset()
+	var released atomic.Int64
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var done []chan error
+	var managers []*Manager
+	for _, id := range stable {
+		m, err := New(Options{Client: client, Namespace: "fleet", Shards: shards, Identity: id, Address: id + ":1",
+			LeaseDuration: 8 * time.Second, RenewDeadline: 4 * time.Second, RetryPeriod: 2 * time.Second,
+			Logger: slog.New(countReleases{Handler: slog.DiscardHandler, n: &released})})
+		require.NoError(t, err)
+		managers = append(managers, m)
+		done = append(done, make(chan error, 1))
+		go func(ch chan error) { ch <- m.Run(ctx) }(done[len(done)-1])
+	}
+	waitFor(t, "each shard held by its preferred replica", func() error { return heldByPreferred(client, shards, stable) })
+	settledAt := released.Load()
+
+	leases := client.CoordinationV1().Leases("fleet")
+	now, secs, holder := metav1.NewMicroTime(time.Now()), int32(1), "r-3"
+	member := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: DefaultFleet + "-member-r-3",
+		Labels: map[string]string{LabelFleet: DefaultFleet, LabelRole: roleMember}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs, RenewTime: &now}}
+	member, err := leases.Create(ctx, member, metav1.CreateOptions{})
+	require.NoError(t, err)
+	waitFor(t, "both replicas to see r-3", func() error { return seeMembers(managers, 3) })
+	waitFor(t, "both replicas to see r-3's Lease expire", func() error { return seeMembers(managers, len(stable)) })
+	time.Sleep(5 * time.Second) // past two retry periods since r-3 was first seen
+	require.Equal(t, settledAt, released.Load(), "no shard released for r-3's first, short life")
+
+	back := metav1.NewMicroTime(time.Now())
+	member.Spec.RenewTime = &back // r-3 restarted: it renews its Lease again, once
+	_, err = leases.Update(ctx, member, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	waitFor(t, "both replicas to see r-3 back", func() error { return seeMembers(managers, 3) })
+	waitFor(t, "both replicas to see r-3 gone again", func() error { return seeMembers(managers, len(stable)) })
+	time.Sleep(2 * time.Second) // one retry period: a release on r-3's return would show
+	require.Equal(t, settledAt, released.Load(), "no shard released to a member back for a moment")
+	cancel()
+	for _, ch := range done {
+		require.NoError(t, <-ch)
+	}
+}
