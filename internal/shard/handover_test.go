@@ -214,8 +214,8 @@ func TestAMemberGoneAgainAtOnceMovesNoShard(t *testing.T) {
 	}
 }
 
-// A member back after its Lease expired (a crashed pod restarting under the same name,
-// as a StatefulSet's do) counts as new for the release gate: the others release it no
+// A member back after its Lease expired (a crashed container restarting in its pod,
+// whose name is the identity) counts as new for the release gate: the others release it no
 // shard until it has been seen again for two retry periods, so a replica that crashes
 // at once again moves no shard. It was taken as seen since its first life, and every
 // shard it is preferred for was released to it on its first renewal.
