@@ -27,6 +27,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/cache"
@@ -278,7 +279,13 @@ func (r *Registry) newMember(sp Spec) (*member, error) {
 	}
 	m := &member{c: Cluster{Spec: sp}, pin: -1}
 	if r.opts.Ownership != nil {
-		return m, nil // its runtime is built when this replica comes to own it
+		// Its runtime is built when this replica comes to own it; a client that cannot
+		// be built is refused now, as without a fleet (docs/design.md, "Fleet").
+		if err := clientBuilds(sp.Config); err != nil {
+			sp.closeCredentials()
+			return nil, fmt.Errorf("cluster %q: %w", sp.Name, err)
+		}
+		return m, nil
 	}
 	rt, err := NewRuntime(sp, r.opts.Runtime)
 	if err != nil {
@@ -287,6 +294,18 @@ func (r *Registry) newMember(sp Spec) (*member, error) {
 	}
 	m.rt, m.c = rt, rt.Cluster
 	return m, nil
+}
+
+// clientBuilds checks what building cfg's clients checks offline: its server URL and
+// its TLS material (a CA or client certificate that does not parse).
+func clientBuilds(cfg *rest.Config) error {
+	if _, _, err := rest.DefaultServerUrlFor(cfg); err != nil {
+		return fmt.Errorf("client configuration: %w", err)
+	}
+	if _, err := rest.TLSConfigFor(cfg); err != nil {
+		return fmt.Errorf("client configuration: %w", err)
+	}
+	return nil
 }
 
 // Directory returns the registry's routing table.

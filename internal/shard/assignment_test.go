@@ -3,6 +3,7 @@ package shard
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -223,5 +224,39 @@ func TestOptionsRefuseWhatCannotFence(t *testing.T) {
 			}
 			require.ErrorContains(t, err, tt.want)
 		})
+	}
+}
+
+// Assign's rules hold whatever the identities look like (one a prefix of another, one
+// character, dotted, the longest a member Lease allows) and with more members than
+// shards: loads floor or ceil, every shard a holder, the standby where the shard goes
+// if its preferred leaves, the same answer in any order.
+func TestAssignHoldsItsRulesForOddIdentitiesAndMoreMembersThanShards(t *testing.T) {
+	long := strings.Repeat("a", 253-len(DefaultFleet+"-member-"))
+	odd := []string{"a", "a-1", "a-10", "a.b", "0", long, long[:len(long)-1] + "b", "pod-7f9c-xk2lp"}
+	for _, shards := range []int{1, 2, 3, 8, 16} {
+		for n := 1; n <= len(odd); n++ {
+			t.Run(fmt.Sprintf("%d shards over %d members", shards, n), func(t *testing.T) {
+				members := odd[:n]
+				a := Assign(members, shards)
+				l := loads(a.Preferred)
+				assert.NotContains(t, l, "", "every shard has a preferred member")
+				for _, m := range members {
+					assert.GreaterOrEqual(t, l[m], shards/n, "%s", m)
+					assert.LessOrEqual(t, l[m], (shards+n-1)/n, "%s", m)
+				}
+				reversed := slices.Clone(members)
+				slices.Reverse(reversed)
+				assert.Equal(t, a, Assign(append(reversed, members...), shards), "order and duplicates change nothing")
+				for i := range shards {
+					if n == 1 {
+						assert.Empty(t, a.Standby[i])
+						continue
+					}
+					rest := slices.DeleteFunc(slices.Clone(members), func(m string) bool { return m == a.Preferred[i] })
+					assert.Equal(t, Assign(rest, shards).Preferred[i], a.Standby[i], "shard %d", i)
+				}
+			})
+		}
 	}
 }

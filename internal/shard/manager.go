@@ -192,9 +192,14 @@ func (m *Manager) observe(obj any) {
 	}
 	m.mu.Lock()
 	if old, ok := m.leases[l.Name]; ok {
-		n.first = old.first
 		if old.holder == n.holder && old.renew.Equal(n.renew) {
 			n.changed = old.changed
+		}
+		// A Lease that had expired and is renewed starts a new life (a member back
+		// after a crash): the release gate counts its time seen from then
+		// (docs/design.md, "Fleet").
+		if old.fresh(now) || !n.fresh(now) {
+			n.first = old.first
 		}
 	}
 	m.leases[l.Name] = n
