@@ -36,30 +36,7 @@ func TestFirstSweepRightAfterStartSeesEveryDeploymentAndRollout(t *testing.T) {
 		"apiVersion": core.RolloutGroup + "/" + core.RolloutVersion, "kind": core.RolloutKind,
 		"metadata": map[string]any{"name": "canary", "namespace": "shop", "uid": "ro-1",
 			"annotations": map[string]any{core.AnnotationConfigMaps: "cfg"}}}}
-	kc := fake.NewClientset(dep)
-	// The first Deployment list fails (a timeout of a cluster of many Deployments): the
-	// user informers sync before the Deployment one, which lists again after its backoff.
-	var lists atomic.Int64
-	kc.PrependReactor("list", "deployments", func(clienttesting.Action) (bool, runtime.Object, error) {
-		if lists.Add(1) == 1 {
-			return true, nil, apierrors.NewTimeoutError("listing Deployments", 1)
-		}
-		return false, nil, nil
-	})
-	kc.Resources = []*metav1.APIResourceList{{GroupVersion: core.RolloutGroup + "/" + core.RolloutVersion,
-		APIResources: []metav1.APIResource{{Name: core.RolloutResource, Namespaced: true, Kind: core.RolloutKind}}}}
-	dc := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{core.RolloutGVR: "RolloutList"}, ro)
-	c, err := New(&kube.Clients{Kube: kc, Dynamic: dc, Metadata: metadatafake.NewSimpleMetadataClient(metadatafake.NewTestScheme())},
-		Options{Logger: testfix.Quiet()})
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	defer func() { cancel(); require.NoError(t, <-done) }()
-	wctx, wcancel := context.WithTimeout(ctx, time.Minute)
-	defer wcancel()
-	require.NoError(t, c.WaitForSync(wctx))
+	c, wctx := runWithASlowDeploymentList(t, dep, ro)
 	require.False(t, c.listers.wanted.Load(), "nothing needed the listers before the sweep")
 
 	objs, complete := c.Workloads(wctx, "shop")
@@ -71,4 +48,61 @@ func TestFirstSweepRightAfterStartSeesEveryDeploymentAndRollout(t *testing.T) {
 		}
 	}
 	assert.ElementsMatch(t, []string{"web", "canary"}, names, "a complete answer without the listing workloads")
+}
+
+// runWithASlowDeploymentList runs a synced cache of dep and rollouts (served) whose first
+// Deployment list fails (a timeout of a cluster of many Deployments): the user informers
+// sync before the Deployment one, which lists again after its backoff.
+func runWithASlowDeploymentList(t *testing.T, dep *appsv1.Deployment, rollouts ...runtime.Object) (*Cache, context.Context) {
+	t.Helper()
+	kc := fake.NewClientset(dep)
+	var lists atomic.Int64
+	kc.PrependReactor("list", "deployments", func(clienttesting.Action) (bool, runtime.Object, error) {
+		if lists.Add(1) == 1 {
+			return true, nil, apierrors.NewTimeoutError("listing Deployments", 1)
+		}
+		return false, nil, nil
+	})
+	kc.Resources = []*metav1.APIResourceList{{GroupVersion: core.RolloutGroup + "/" + core.RolloutVersion,
+		APIResources: []metav1.APIResource{{Name: core.RolloutResource, Namespaced: true, Kind: core.RolloutKind}}}}
+	dc := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{core.RolloutGVR: "RolloutList"}, rollouts...)
+	c, err := New(&kube.Clients{Kube: kc, Dynamic: dc, Metadata: metadatafake.NewSimpleMetadataClient(metadatafake.NewTestScheme())},
+		Options{Logger: testfix.Quiet()})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+	wctx, wcancel := context.WithTimeout(ctx, time.Minute)
+	t.Cleanup(wcancel)
+	require.NoError(t, c.WaitForSync(wctx))
+	return c, wctx
+}
+
+// An attach right after start reads its users live until the Deployment informer has
+// synced, even once the user informers have (the Deployment one lists slower): a cached
+// answer without the Deployment that lists the revision would leave its ReplicaSets
+// uncovered (safety rules 3 and 11).
+func TestAnAttachRightAfterStartSeesTheDeploymentThatListsTheRevision(t *testing.T) {
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", UID: "dep-1",
+		Annotations: map[string]string{core.AnnotationConfigMaps: "cfg"}}}
+	c, ctx := runWithASlowDeploymentList(t, dep)
+	require.True(t, c.startUsers(), "the attach's first Users starts the user and lister informers")
+	require.Eventually(t, func() bool {
+		for _, inf := range c.userInfs {
+			if !inf.HasSynced() {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 5*time.Millisecond, "the user informers sync")
+
+	u, err := c.Users(ctx, core.KindConfigMap, "shop", "cfg")
+	require.NoError(t, err)
+	var names []string
+	for _, d := range u.Deployments {
+		names = append(names, d.Name)
+	}
+	assert.Equal(t, []string{"web"}, names, "the Deployment that lists the revision")
 }
