@@ -37,6 +37,10 @@ type lazyListers struct {
 	depStarted bool
 	served     atomic.Bool // the Argo Rollouts API was found
 	onSynced   []func()
+	// poll is the look for the Argo Rollouts API (runListers' timer); stopRollouts stops
+	// the Rollout informer (dropGoneRollouts).
+	poll         *time.Timer
+	stopRollouts context.CancelFunc
 }
 
 // OnListersSynced adds f to the functions called (on a goroutine of their own) each time
@@ -63,15 +67,17 @@ func (c *Cache) runListers(ctx context.Context) *time.Timer {
 	var t *time.Timer
 	t = time.AfterFunc(c.opts.RolloutPoll, func() {
 		c.lookForRollouts()
+		c.dropGoneRollouts()
 		c.listers.mu.Lock()
 		defer c.listers.mu.Unlock()
-		if !c.listers.served.Load() && c.listers.ctx != nil {
+		if c.listers.ctx != nil && (!c.listers.served.Load() || !c.rolloutsSynced()) {
 			t.Reset(c.opts.RolloutPoll)
 		}
 	})
-	if c.listers.served.Load() {
+	if c.listers.served.Load() && c.rolloutsSynced() {
 		t.Stop() // found at once
 	}
+	c.listers.poll = t
 	return t
 }
 
@@ -110,8 +116,57 @@ func (c *Cache) startListersLocked() {
 			c.log.Warn("Rollout informer indexes", "err", err)
 		}
 		c.rollouts.Store(&inf)
-		c.runLister(ctx, inf, "Rollouts")
+		rctx, stop := context.WithCancel(ctx)
+		c.listers.stopRollouts = stop
+		c.runLister(rctx, inf, "Rollouts")
+		if c.listers.poll != nil {
+			c.listers.poll.Reset(c.opts.RolloutPoll) // until it has synced: dropGoneRollouts
+		}
 	}
+}
+
+// dropGoneRollouts stops the Rollout informer when it has not synced and the Argo
+// Rollouts API is confirmed absent: the CRD was removed after it was found (an idle
+// cluster starts the informer only once needed), and the informer's list would answer
+// NotFound for ever, holding every sweep and sending every Users read live. The cluster
+// is then served as one without the API until a later look finds it again
+// (docs/design.md, "Per-cluster cost").
+func (c *Cache) dropGoneRollouts() {
+	inf := c.rollouts.Load()
+	if inf == nil || (*inf).HasSynced() {
+		return
+	}
+	if served, known := c.rolloutAPIServed(); served || !known {
+		return
+	}
+	c.listers.mu.Lock()
+	defer c.listers.mu.Unlock()
+	if c.rollouts.Load() != inf || (*inf).HasSynced() {
+		return
+	}
+	c.listers.stopRollouts()
+	c.rollouts.Store(nil)
+	c.listers.served.Store(false)
+	c.log.Info("Argo Rollouts API gone before its informer synced: not caching Rollouts")
+}
+
+// rolloutAPIServed looks for the Argo Rollouts API with one discovery GET: whether it
+// is served, and whether the look got an answer (served or absent).
+func (c *Cache) rolloutAPIServed() (served, known bool) {
+	rl, err := c.clients.Kube.Discovery().ServerResourcesForGroupVersion(core.RolloutGroup + "/" + core.RolloutVersion)
+	if err != nil {
+		if !apierrors.IsNotFound(err) {
+			c.log.Debug("looking for the Argo Rollouts API", "err", err)
+			return false, false
+		}
+		return false, true
+	}
+	for _, r := range rl.APIResources {
+		if r.Name == core.RolloutResource {
+			return true, true
+		}
+	}
+	return false, true
 }
 
 // runLister runs inf on ctx and, on a goroutine that lives until it has synced, calls the
@@ -160,25 +215,16 @@ func (c *Cache) lookForRollouts() bool {
 	if !running {
 		return false // not running: nothing may be started
 	}
-	rl, err := c.clients.Kube.Discovery().ServerResourcesForGroupVersion(core.RolloutGroup + "/" + core.RolloutVersion)
-	if err != nil {
-		if !apierrors.IsNotFound(err) {
-			c.log.Debug("looking for the Argo Rollouts API", "err", err)
-			return false
-		}
-		return true
+	served, known := c.rolloutAPIServed()
+	if !served {
+		return known
 	}
-	for _, r := range rl.APIResources {
-		if r.Name == core.RolloutResource {
-			c.listers.mu.Lock()
-			defer c.listers.mu.Unlock()
-			if !c.listers.served.Swap(true) {
-				c.log.Info("Argo Rollouts API found: caching Rollouts once needed")
-			}
-			c.startListersLocked()
-			return true
-		}
+	c.listers.mu.Lock()
+	defer c.listers.mu.Unlock()
+	if !c.listers.served.Swap(true) {
+		c.log.Info("Argo Rollouts API found: caching Rollouts once needed")
 	}
+	c.startListersLocked()
 	return true
 }
 

@@ -26,7 +26,10 @@ var errLightInformer = errors.New("cache: not supported by the cache's informers
 // readers and the watchers.
 //
 // Handlers are called in the informer's order, after the store holds the change, and
-// must not block (the cache's and the watchers' only queue a key or wake a waiter). A
+// must not block (the cache's and the watchers' only queue a key or wake a waiter): they
+// run under client-go's queue lock, which the informer's HasSynced takes too, so a slow
+// handler holds every HasSynced of its informer (/readyz, AwaitReplicaSet) and one that
+// calls its own informer's HasSynced never returns. A
 // handler added after the informer has started gets every change from then on; unlike
 // client-go's late registration, it is not handed the objects stored already (its
 // registration's HasSynced is the informer's): read them from the store, as the
