@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -44,19 +45,26 @@ func grabs(m **Manager, members []string, shards int, n *atomic.Int64) func(cont
 // each contends only once its view of the member set has settled (every member seen for
 // two retry periods), so none takes every shard while it sees no other member yet and
 // hands them on after (a replica of the 1,000-cluster bench took 16 of 16 and kept what
-// their clusters' start-ups cost), and a standby leaves a Lease never held to the
-// preferred replica: no shard is released or lost.
+// their clusters' start-ups cost), and a standby leaves a Lease never held, or held by a
+// replica no longer a member, to the preferred replica: no shard is released or lost.
 func TestReplicasStartedAtOnceTakeOnlyTheirPreferredShards(t *testing.T) {
 	tests := []struct {
+		name             string
 		replicas, shards int
+		// leftover: the shard Leases are held, not expired, by a replica of a fleet gone
+		leftover bool
 	}{
-		{replicas: 2, shards: 8},
-		{replicas: 4, shards: 16},
-		{replicas: 4, shards: 32},
+		{name: "2 replicas, 8 shards", replicas: 2, shards: 8},
+		{name: "4 replicas, 16 shards", replicas: 4, shards: 16},
+		{name: "4 replicas, 32 shards", replicas: 4, shards: 32},
+		{name: "4 replicas, 16 shards, over the Leases a fleet gone left held", replicas: 4, shards: 16, leftover: true},
 	}
 	for _, tt := range tests {
-		t.Run(fmt.Sprintf("%d replicas, %d shards", tt.replicas, tt.shards), func(t *testing.T) {
+		t.Run(tt.name, func(t *testing.T) {
 			client := fake.NewClientset()
+			if tt.leftover {
+				leaveLeases(t, client, tt.shards, "gone-0", 5)
+			}
 			var ids []string
 			for k := range tt.replicas {
 				ids = append(ids, fmt.Sprintf("r-%d", k))
@@ -94,6 +102,19 @@ func TestReplicasStartedAtOnceTakeOnlyTheirPreferredShards(t *testing.T) {
 				require.NoError(t, <-ch)
 			}
 		})
+	}
+}
+
+// leaveLeases creates the shard Leases held by holder, renewed now for secs seconds.
+func leaveLeases(t *testing.T, client *fake.Clientset, shards int, holder string, secs int32) {
+	t.Helper()
+	for i := range shards {
+		now := metav1.NewMicroTime(time.Now())
+		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-shard-%d", DefaultFleet, i),
+			Labels: map[string]string{LabelFleet: DefaultFleet, LabelRole: roleShard}},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs, RenewTime: &now, AcquireTime: &now}}
+		_, err := client.CoordinationV1().Leases("fleet").Create(context.Background(), l, metav1.CreateOptions{})
+		require.NoError(t, err)
 	}
 }
 

@@ -266,35 +266,36 @@ func (m *Manager) reconcile() {
 		top := a.Top(i)
 		l, seen := m.shardLease(i)
 		expired := m.expiredFor(l, seen, now) >= m.o.Grace
+		live := seen && slices.Contains(ids, l.holder)
 		e := m.elector(i)
 		switch {
 		case m.held.has(i) && top[0] != m.o.Identity && settled:
 			m.release(i, top[0])
-		case e == nil && (expired || settled && m.wants(i, top, l, seen, false, now)):
+		case e == nil && (expired || settled && m.wants(i, top, l, live, false, now)):
 			m.contend(i)
-		case e != nil && !expired && !m.held.has(i) && !m.wants(i, top, l, seen, true, now):
+		case e != nil && !expired && !m.held.has(i) && !m.wants(i, top, l, live, true, now):
 			m.stopElector(i)
 		}
 	}
 }
 
 // wants reports whether this replica, once the member set has settled, contends for shard
-// i (top: its preferred replica and standby; running: its elector runs already): the
-// preferred replica does, unless it released the shard to another preferred one less
-// than a Lease duration ago (shard.releases). The standby starts contending only for a
-// Lease some replica holds (fresh) and keeps at it while the Lease names a holder, so
-// that its elector, which has been watching the Lease, takes the shard the moment the
-// holder's Lease expires; it leaves a Lease never held, released, or found expired to
-// the preferred replica's first try, with no second move (anyone takes it after the
-// grace).
-func (m *Manager) wants(i int, top []string, l observed, seen, running bool, now time.Time) bool {
+// i (top: its preferred replica and standby; live: its Lease is seen held by a live
+// member; running: its elector runs already): the preferred replica does, unless it
+// released the shard to another preferred one less than a Lease duration ago
+// (shard.releases). The standby starts contending only for a Lease a live member holds
+// (fresh) and keeps at it while the Lease names a holder, so that its elector, which has
+// been watching the Lease, takes the shard the moment the holder's Lease expires; it
+// leaves a Lease never held, released, or held by a replica no longer a member to the
+// preferred replica's first try, with no second move (anyone takes it after the grace).
+func (m *Manager) wants(i int, top []string, l observed, live, running bool, now time.Time) bool {
 	switch {
 	case m.released.heldOff(i, top[0], now, m.o.LeaseDuration):
 		return false
 	case top[0] == m.o.Identity:
 		return true
 	case len(top) > 1 && top[1] == m.o.Identity:
-		return seen && (l.fresh(now) || running && l.holder != "")
+		return live && l.fresh(now) || running && l.holder != ""
 	}
 	return false
 }
