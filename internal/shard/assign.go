@@ -15,8 +15,8 @@ type Assignment struct {
 	// Preferred is, per shard, the member that holds it once the fleet has settled.
 	Preferred []string
 	// Standby is, per shard, the member that would be preferred if the preferred one
-	// left ("" with a single member): it contends for the shard beside the preferred
-	// one, so that a failover lands where the assignment settles, with no second move.
+	// left ("" with a single member): it contends for the shard while a member holds it,
+	// so that a failover lands where the assignment settles, with no second move.
 	Standby []string
 }
 

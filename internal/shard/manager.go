@@ -108,7 +108,6 @@ func (m *Manager) Owner(name string, pin int) string {
 // and deletes its member Lease, so that the others take over at once.
 func (m *Manager) Run(ctx context.Context) error {
 	m.mu.Lock()
-	m.start = time.Now()
 	m.runCtx = ctx
 	m.mu.Unlock()
 	f := informers.NewSharedInformerFactoryWithOptions(m.o.Client, 0, informers.WithNamespace(m.o.Namespace),
@@ -124,6 +123,9 @@ func (m *Manager) Run(ctx context.Context) error {
 	if !toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		return nil
 	}
+	m.mu.Lock()
+	m.start = time.Now() // the member set settles no sooner than two retry periods from here
+	m.mu.Unlock()
 	m.watching.Store(true)
 	hb := lease.NewController(clock.RealClock{}, m.o.Client, m.o.Identity, int32(m.o.LeaseDuration/time.Second), nil,
 		m.o.RetryPeriod, m.o.memberLease(), m.o.Namespace, m.annotate)
@@ -253,10 +255,13 @@ func (m *Manager) shardLease(i int) (observed, bool) {
 }
 
 // reconcile decides, shard by shard, whether this replica contends, keeps or releases.
-// A holder releases a shard to its preferred replica only once every live member has
-// been seen for two retry periods: a member joining moves shards between the others
-// too (Assign balances the loads), and none of them moves for a member that is gone
-// again at once.
+// It contends as preferred or standby replica, and a holder releases a shard to its
+// preferred replica, only once the member set has settled: every live member seen for
+// two retry periods, and this replica watching for as long. A member joining moves shards
+// between the others too (Assign balances the loads), none moves for a member that is gone
+// again at once, and a replica that has not yet seen the others (all started at once)
+// takes no shard that it is preferred for only in its own partial view. A Lease without a
+// fresh holder for the grace period is anyone's (docs/design.md, "Fleet").
 func (m *Manager) reconcile() {
 	now := time.Now()
 	ids, first := m.members(now)
@@ -265,24 +270,51 @@ func (m *Manager) reconcile() {
 	for i := 0; i < m.o.Shards; i++ {
 		top := a.Top(i)
 		l, seen := m.shardLease(i)
-		mine := slices.Contains(top, m.o.Identity)
 		expired := m.expiredFor(l, seen, now) >= m.o.Grace
-		m.mu.Lock()
-		e := m.electors[i]
-		if e != nil && isDone(e.done) {
-			delete(m.electors, i)
-			e = nil
-		}
-		m.mu.Unlock()
+		live := seen && slices.Contains(ids, l.holder)
+		e := m.elector(i)
 		switch {
 		case m.held.has(i) && top[0] != m.o.Identity && settled:
 			m.release(i, top[0])
-		case e == nil && ((mine && !m.released.heldOff(i, top[0], now, m.o.LeaseDuration)) || expired):
+		case e == nil && (expired || settled && m.wants(i, top, l, live, false, now)):
 			m.contend(i)
-		case e != nil && !mine && !expired && !m.held.has(i):
+		case e != nil && !expired && !m.held.has(i) && !m.wants(i, top, l, live, true, now):
 			m.stopElector(i)
 		}
 	}
+}
+
+// wants reports whether this replica, once the member set has settled, contends for shard
+// i (top: its preferred replica and standby; live: its Lease is seen held by a live
+// member; running: its elector runs already): the preferred replica does, unless it
+// released the shard to another preferred one less than a Lease duration ago
+// (shard.releases). The standby starts contending only for a Lease a live member holds
+// (fresh) and keeps at it while the Lease names a holder, so that its elector, which has
+// been watching the Lease, takes the shard the moment the holder's Lease expires; it
+// leaves a Lease never held, released, or held by a replica no longer a member to the
+// preferred replica's first try, with no second move (anyone takes it after the grace).
+func (m *Manager) wants(i int, top []string, l observed, live, running bool, now time.Time) bool {
+	switch {
+	case m.released.heldOff(i, top[0], now, m.o.LeaseDuration):
+		return false
+	case top[0] == m.o.Identity:
+		return true
+	case len(top) > 1 && top[1] == m.o.Identity:
+		return live && l.fresh(now) || running && l.holder != ""
+	}
+	return false
+}
+
+// elector returns shard i's running elector, nil if there is none (or it has returned).
+func (m *Manager) elector(i int) *elector {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e := m.electors[i]
+	if e != nil && isDone(e.done) {
+		delete(m.electors, i)
+		return nil
+	}
+	return e
 }
 
 // newest returns the latest of the times first seen (ids always holds this replica).

@@ -7,12 +7,12 @@
 // to a stable hash of its name. Replicas agree on a preferred holder per shard with no
 // coordination: Assign, a pure function of the live members and the number of shards,
 // is rendezvous hashing under balanced loads (each member holds floor or ceil of
-// shards/N). The preferred replica and the standby (the one preferred if the preferred
-// left) contend for the shard, anyone takes a shard whose Lease has been expired for a
-// grace period, and a replica holding a shard whose preferred replica is alive releases
-// it after stopping its clusters once the member set has been stable for two retry
-// periods (docs/design.md, "Fleet"). Lease traffic grows with the replicas and the
-// shards, never with the clusters.
+// shards/N). Once the member set has been stable for two retry periods, the preferred
+// replica contends for the shard, the standby (the one preferred if the preferred left)
+// for a shard some replica holds, and a replica holding a shard whose preferred replica
+// is alive releases it after stopping its clusters; anyone takes a shard whose Lease has
+// been expired for a grace period (docs/design.md, "Fleet"). Lease traffic grows with the
+// replicas and the shards, never with the clusters.
 package shard
 
 import (
@@ -175,13 +175,14 @@ func (h *held) list() []int {
 }
 
 // releases remembers, shard by shard, to which replica this one last released a shard
-// and when, safe for concurrent use. A shard's standby replica contends for it; right
-// after it released the shard to the preferred replica its new
-// elector would find the Lease free and take it back before the preferred one's next
-// try, again and again (each time starting and stopping the shard's clusters). So it
-// leaves the shard to that replica for a hold-off of one Lease duration: long enough for
-// the preferred replica's elector (every RetryPeriod) to take it; if it does not, the
-// standby contends again (and any replica does once the Lease has been free for Grace).
+// and when, safe for concurrent use. A shard's standby replica contends for it while a
+// replica holds its Lease; right after it released the shard to the preferred replica
+// its view of the Lease may still show itself the holder, and a new elector would find
+// the Lease free and take it back before the preferred one's next try, again and again
+// (each time starting and stopping the shard's clusters). So it leaves the shard to that
+// replica for a hold-off of one Lease duration: long enough for the preferred replica's
+// elector (every RetryPeriod) to take it; if it does not, any replica contends once the
+// Lease has been free for Grace.
 type releases struct {
 	mu sync.Mutex
 	by map[int]release
