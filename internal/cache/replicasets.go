@@ -12,3 +12,11 @@ import (
 // started is not handed the objects stored already (read them from the store, as the
 // watcher's replay does), and must not block.
 func (c *Cache) ReplicaSetInformer() toolscache.SharedIndexInformer { return c.rsInf }
+
+// UsesOf returns the core.UsesKey of every config object a ReplicaSet handed to a
+// ReplicaSetInformer handler uses (computed once, when it was stored), for the revision
+// side's first-use look (watch.RevisionSources).
+func UsesOf(obj any) []string {
+	keys, _ := usesIndexFunc(obj)
+	return keys
+}

@@ -316,7 +316,8 @@ func (rt *Runtime) watchers() ([]*watch.Watcher, error) {
 	wo := watch.Options{Cluster: rt.Spec.Name, Options: o.Watch.Options, Resync: o.Watch.Resync, Workers: o.Watch.Workers,
 		StopGrace: o.Watch.StopGrace, Logger: rt.log}
 	for _, ch := range rt.Caches {
-		w, err := watch.NewRevisions(ch.RevisionInformers(), ch.Listed, o.Dispatcher, wo)
+		w, err := watch.NewRevisions(watch.RevisionSources{Informers: ch.RevisionInformers(), Listed: ch.Listed,
+			ReplicaSets: ch.ReplicaSetInformer(), Uses: cache.UsesOf}, o.Dispatcher, wo)
 		if err != nil {
 			return nil, fmt.Errorf("cluster %q: %w", rt.Spec.Name, err)
 		}

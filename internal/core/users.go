@@ -343,6 +343,16 @@ func UsesKey(kind Kind, namespace, name string) string {
 	return string(kind) + "/" + namespace + "/" + name
 }
 
+// SplitUsesKey is UsesKey's inverse: ok is false for a key it did not make.
+func SplitUsesKey(key string) (kind Kind, namespace, name string, ok bool) {
+	k, rest, ok1 := strings.Cut(key, "/")
+	namespace, name, ok2 := strings.Cut(rest, "/")
+	if !ok1 || !ok2 || k == "" || name == "" {
+		return "", "", "", false
+	}
+	return Kind(k), namespace, name, true
+}
+
 // UsesKeys returns the UsesKey of every config object obj uses (ObjectRefs): the index
 // function of a uses index.
 func UsesKeys(obj any) []string {

@@ -29,7 +29,9 @@ const revisionLag = 5 * time.Second
 // EventBus subscription, the built-in watcher), no ReplicaSet event ever sent after the
 // ReplicaSet appeared: a revision created 5 s after its ReplicaSet is attached from its
 // own creation, opted in by label or (unlabelled) listed by the ReplicaSet's annotation;
-// one whose ownerReferences a PUT wiped (kubectl replace, Argo CD Replace=true) gets them
+// one created before its first ReplicaSet is attached when that ReplicaSet appears (its
+// first use: a GitOps sync creates the revision first and a later one could prune it
+// until it is owned); one whose ownerReferences a PUT wiped (kubectl replace, Argo CD Replace=true) gets them
 // back, with an Attached Event; an unrelated ConfigMap and an unused revision cause no
 // write. The times are logged, not asserted.
 func TestRevisionSideAttachesLateAndWipedRevisions(t *testing.T) {
@@ -98,6 +100,20 @@ func revisionSide(t *testing.T, ns string, in server.Ingress) {
 		waitOwned(t, kc, ns, "late-cfg", rs)
 		t.Logf("restored %s after the PUT", time.Since(start).Round(time.Millisecond))
 		waitAttachedEvents(t, ns, "late-cfg", 2)
+	})
+	t.Run("an opted-in revision created before its first ReplicaSet is attached when that ReplicaSet appears", func(t *testing.T) {
+		_, err := kc.CoreV1().ConfigMaps(ns).Create(ctx, testfix.Revision(ns, "early-cfg"), metav1.CreateOptions{})
+		require.NoError(t, err)
+		controlplane.Eventually(t, 10*time.Second, "the revision in the cache", func() error {
+			_, err := srv.Cache().ObjectMeta(ctx, core.KindConfigMap, ns, "early-cfg")
+			return err
+		})
+		first, err := kc.AppsV1().ReplicaSets(ns).Create(ctx, testfix.ReplicaSet("web-2", "early-cfg"), metav1.CreateOptions{})
+		require.NoError(t, err)
+		start := time.Now()
+		waitOwned(t, kc, ns, "early-cfg", first)
+		t.Logf("early-cfg attached %s after its first ReplicaSet was created", time.Since(start).Round(time.Millisecond))
+		waitAttachedEvents(t, ns, "early-cfg", 1) // told (the Event is written after the owner)
 	})
 	t.Run("an unrelated ConfigMap and an unused revision cause no write", func(t *testing.T) {
 		before := counter.Writes()

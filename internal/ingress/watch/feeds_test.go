@@ -35,11 +35,11 @@ func TestComponentsNeedAnInformerAndADispatcher(t *testing.T) {
 		{"ReplicaSets without an informer", func() (*Watcher, error) { return NewReplicaSets(nil, okDispatcher(), Options{}) }, nil},
 		{"ReplicaSets without a dispatcher", func() (*Watcher, error) { return NewReplicaSets(rs, nil, Options{}) }, nil},
 		{"revisions", func() (*Watcher, error) {
-			return NewRevisions(map[core.Kind]toolscache.SharedIndexInformer{core.KindConfigMap: cm, core.KindSecret: nil}, nil, okDispatcher(), Options{})
+			return NewRevisions(RevisionSources{Informers: map[core.Kind]toolscache.SharedIndexInformer{core.KindConfigMap: cm, core.KindSecret: nil}}, okDispatcher(), Options{})
 		}, []string{"ConfigMap"}},
-		{"revisions without an informer", func() (*Watcher, error) { return NewRevisions(nil, nil, okDispatcher(), Options{}) }, nil},
+		{"revisions without an informer", func() (*Watcher, error) { return NewRevisions(RevisionSources{}, okDispatcher(), Options{}) }, nil},
 		{"revisions without a dispatcher", func() (*Watcher, error) {
-			return NewRevisions(map[core.Kind]toolscache.SharedIndexInformer{core.KindConfigMap: cm}, nil, nil, Options{})
+			return NewRevisions(RevisionSources{Informers: map[core.Kind]toolscache.SharedIndexInformer{core.KindConfigMap: cm}}, nil, Options{})
 		}, nil},
 	}
 	for _, tc := range cases {

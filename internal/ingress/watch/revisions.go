@@ -14,18 +14,32 @@ import (
 // name (cache.Cache.Listed).
 type Listed func(kind core.Kind, namespace, name string) bool
 
+// RevisionSources is what the revision side reads.
+type RevisionSources struct {
+	// Informers are the metadata informers of config objects by kind
+	// (cache.Cache.RevisionInformers).
+	Informers map[core.Kind]toolscache.SharedIndexInformer
+	// Listed, when set, makes an unlabelled object a workload lists by name a candidate
+	// too, so that one created after its ReplicaSet is attached at once.
+	Listed Listed
+	// ReplicaSets (cache.Cache.ReplicaSetInformer) and Uses (cache.UsesOf: the
+	// core.UsesKey of every config object a cached ReplicaSet uses), when both are set,
+	// make a candidate that no owner holds yet looked at again when a ReplicaSet that uses
+	// it appears: its first use, attached from the cache whatever the way in (firstUses).
+	ReplicaSets toolscache.SharedIndexInformer
+	Uses        func(obj any) []string
+}
+
 // NewRevisions returns the revision side (on every way in, safety rule 9): a Watcher that
-// dispatches every candidate config object of informers (metadata informers of config
-// objects, cache.Cache.RevisionInformers) that appears, gains the opt-in label or loses an
-// owner, as a revision event on the revision path, to d, so that its live users are
-// attached (docs/design.md, "The revision side"). listed, when set, makes an unlabelled
-// object a workload lists by name a candidate too, so that one created after its
-// ReplicaSet is attached at once. Errors: no informer or no dispatcher.
-func NewRevisions(informers map[core.Kind]toolscache.SharedIndexInformer, listed Listed, d Dispatcher, opts Options) (*Watcher, error) {
+// dispatches every candidate config object of src's informers that appears, gains the
+// opt-in label, loses an owner or gets its first user, as a revision event on the
+// revision path, to d, so that its live users are attached (docs/design.md, "The
+// revision side"). Errors: no informer or no dispatcher.
+func NewRevisions(src RevisionSources, d Dispatcher, opts Options) (*Watcher, error) {
 	feeds := map[string]feed{}
-	for kind, inf := range informers {
+	for kind, inf := range src.Informers {
 		if inf != nil {
-			feeds[string(kind)] = revisionFeed{kind: kind, inf: inf, listed: listed}
+			feeds[string(kind)] = revisionFeed{kind: kind, inf: inf, listed: src.Listed, users: src.ReplicaSets, uses: src.Uses}
 		}
 	}
 	return newWatcher("revisions", feeds, d, opts)
@@ -36,6 +50,8 @@ type revisionFeed struct {
 	kind   core.Kind
 	inf    toolscache.SharedIndexInformer
 	listed Listed
+	users  toolscache.SharedIndexInformer // nil: no first-use look
+	uses   func(obj any) []string
 }
 
 func (f revisionFeed) informer() toolscache.SharedIndexInformer { return f.inf }
@@ -58,6 +74,46 @@ func (f revisionFeed) request(base dispatch.Request, m metav1.Object) dispatch.R
 	base.Revision = &core.RevisionEvent{Cluster: base.Event.Cluster, Kind: f.kind, Namespace: m.GetNamespace(),
 		Name: m.GetName(), UID: m.GetUID()}
 	return base
+}
+
+// nudgedBy is the informer whose changes queue objects of this feed too, and which:
+// the ReplicaSets, and firstUses.
+func (f revisionFeed) nudgedBy() (toolscache.SharedIndexInformer, func(obj any) []any) {
+	if f.users == nil || f.uses == nil {
+		return nil, nil
+	}
+	return f.users, f.firstUses
+}
+
+// firstUses returns the cached config objects of the feed's kind that the ReplicaSet rs
+// uses and that are candidates no owner holds yet (core.CollectorOwner): rs is their
+// first user. In a GitOps sync the revision is created before its ReplicaSet, and the
+// next sync can prune it until it is owned (Argo CD prunes no object with owners): the
+// cache sees the ReplicaSet as soon as any way in could, so its first use is attached
+// from here without waiting for the event to travel (an EventSource, the EventBus, a
+// Sensor: docs/design.md, "The revision side"). A revision owned already is protected
+// from such a prune and from the collector while its owners live; its next users come
+// by the ways in, or by the revision side when it loses an owner.
+func (f revisionFeed) firstUses(rs any) []any {
+	var out []any
+	for _, key := range f.uses(rs) {
+		kind, namespace, name, ok := core.SplitUsesKey(key)
+		if !ok || kind != f.kind {
+			continue
+		}
+		obj, exists, err := f.inf.GetStore().GetByKey(namespace + "/" + name)
+		if err != nil || !exists {
+			continue
+		}
+		m, ok := obj.(metav1.Object)
+		if !ok || !f.isCandidate(obj) {
+			continue
+		}
+		if _, held := core.CollectorOwner(m.GetOwnerReferences()); !held {
+			out = append(out, obj)
+		}
+	}
+	return out
 }
 
 // isCandidate reports whether the config object obj may be a revision the revision side

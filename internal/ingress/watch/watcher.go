@@ -94,6 +94,14 @@ type feed interface {
 	request(base dispatch.Request, m metav1.Object) dispatch.Request
 }
 
+// nudged is a feed whose objects the changes of another informer queue too: the revision
+// side's config objects at their first use (revisionFeed.firstUses). nudgedBy returns
+// that informer (nil: none) and which of the feed's cached objects an added or changed
+// object of it queues.
+type nudged interface {
+	nudgedBy() (toolscache.SharedIndexInformer, func(obj any) []any)
+}
+
 // StopGrace is Options.StopGrace's default: how long a stopping watcher lets the attaches
 // in progress finish before cancelling them (a cancelled attach is safe: its patch was
 // sent whole or not at all).
@@ -177,6 +185,11 @@ func (w *Watcher) Run(ctx context.Context) error {
 		}
 		defer func() { _ = inf.RemoveEventHandler(reg) }()
 		synced = append(synced, reg.HasSynced)
+		if remove, err := w.addNudges(kind, f); err != nil {
+			return err
+		} else if remove != nil {
+			defer remove()
+		}
 	}
 	defer w.queue.ShutDown()
 	if !toolscache.WaitForCacheSync(ctx.Done(), synced...) {
@@ -364,6 +377,43 @@ func (w *Watcher) handler(kind string, f feed) toolscache.ResourceEventHandlerDe
 			}
 		},
 	}
+}
+
+// addNudges registers the handler that queues f's objects on the changes of the
+// informer it is nudged by (nudged), if any: in the urgent lane, for every add after the
+// initial list and every update that can change what an object needs (relevantUpdate).
+// The sync of that informer is not waited for: the feed's own replay covers what was
+// there at start. remove unregisters it.
+func (w *Watcher) addNudges(kind string, f feed) (remove func(), err error) {
+	n, ok := f.(nudged)
+	if !ok {
+		return nil, nil
+	}
+	inf, objects := n.nudgedBy()
+	if inf == nil {
+		return nil, nil
+	}
+	queue := func(obj any) {
+		for _, o := range objects(obj) {
+			w.add(kind, o, false)
+		}
+	}
+	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, isInInitialList bool) {
+			if !isInInitialList {
+				queue(obj)
+			}
+		},
+		UpdateFunc: func(old, obj any) {
+			if relevantUpdate(old, obj) {
+				queue(obj)
+			}
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("watcher: adding the %s first-use handler: %w", kind, err)
+	}
+	return func() { _ = inf.RemoveEventHandler(reg) }, nil
 }
 
 // add queues obj unless it is terminating: in the replay lane when replay is set (and
