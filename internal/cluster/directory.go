@@ -24,9 +24,9 @@ type Directory struct {
 	// aliases maps the names of Argo CD Secrets naming the home cluster to its name
 	// (homealias.go).
 	aliases map[string]string
-	// owner returns the forwarding address of the replica owning a cluster not served
-	// here ("" none at the moment); nil without a fleet.
-	owner func(name string) string
+	// owner returns the identity and forwarding address of the replica owning a cluster
+	// not served here ("" none at the moment); nil without a fleet.
+	owner func(name string) (identity, address string)
 	// pending reports that clusters may still be registered from a first listing (the
 	// Argo CD Secrets not admitted yet): an unknown name is then retried, not refused;
 	// nil without such a source.
@@ -54,7 +54,7 @@ func (d *Directory) setDefault(name string) {
 	d.def = name
 }
 
-func (d *Directory) setOwner(fn func(name string) string) {
+func (d *Directory) setOwner(fn func(name string) (identity, address string)) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.owner = fn
@@ -130,7 +130,7 @@ func (d *Directory) Runtime(name string) (*Runtime, error) {
 	if r.rt == nil {
 		oe := &dispatch.OwnedElsewhereError{Cluster: name}
 		if d.owner != nil {
-			oe.Owner = d.owner(name)
+			oe.Identity, oe.Owner = d.owner(name)
 		}
 		return nil, oe
 	}

@@ -23,9 +23,9 @@ type Ownership interface {
 	Notify(fn func(ctx context.Context))
 	// Owns reports whether this replica is to run cluster name now.
 	Owns(name string, pin int) bool
-	// Owner returns the forwarding address of the replica owning cluster name, "" when
-	// none does at the moment.
-	Owner(name string, pin int) string
+	// Owner returns the identity and the forwarding address of the replica owning
+	// cluster name, "" when none does at the moment.
+	Owner(name string, pin int) (identity, address string)
 }
 
 // shardPin is the shard an Argo CD cluster Secret pins its cluster to (its `shard`
@@ -45,12 +45,12 @@ func shardPin(s *corev1.Secret) int {
 }
 
 // ownerOf is the Directory's view of where a cluster not served here is owned.
-func (r *Registry) ownerOf(name string) string {
+func (r *Registry) ownerOf(name string) (identity, address string) {
 	r.mu.RLock()
 	m, ok := r.members[name]
 	r.mu.RUnlock()
 	if !ok {
-		return ""
+		return "", ""
 	}
 	return r.opts.Ownership.Owner(name, m.pin)
 }

@@ -29,11 +29,11 @@ func (f *fakeOwnership) Owns(name string, _ int) bool {
 	defer f.mu.Unlock()
 	return f.owned[name]
 }
-func (f *fakeOwnership) Owner(name string, pin int) string {
+func (f *fakeOwnership) Owner(name string, pin int) (identity, address string) {
 	if f.Owns(name, pin) {
-		return "self"
+		return "self", "10.0.0.8:9443"
 	}
-	return "10.0.0.9:9443"
+	return "replica-1", "10.0.0.9:9443"
 }
 func (f *fakeOwnership) set(name string, v bool) {
 	f.mu.Lock()
@@ -62,6 +62,7 @@ func TestOnlyOwnedClustersRunAndTheOthersAreRoutedToTheirOwner(t *testing.T) {
 	var oe *dispatch.OwnedElsewhereError
 	require.True(t, errors.As(err, &oe), "cluster b: %v", err)
 	assert.Equal(t, "10.0.0.9:9443", oe.Owner)
+	assert.Equal(t, "replica-1", oe.Identity)
 	_, err = r.Attacher("nope")
 	assert.ErrorIs(t, err, core.ErrInvalid, "an unknown cluster stays invalid")
 

@@ -284,7 +284,7 @@ func (d *Dispatcher) dispatch(ctx context.Context, req Request) (Answer, bool) {
 	att, err := d.clusters.Attacher(name)
 	var elsewhere *OwnedElsewhereError
 	if errors.As(err, &elsewhere) {
-		if a, ok := d.forward(ctx, req, elsewhere); ok {
+		if a, ok := d.forward(ctx, req, resp, elsewhere); ok {
 			return a, true
 		}
 	}

@@ -16,27 +16,37 @@ import (
 
 // OwnedElsewhereError is what Clusters answers for a cluster another replica of the
 // fleet owns (docs/design.md, "Fleet"). Owner is that replica's forwarding address, ""
-// when no replica owns it at the moment (a shard between owners). Without a Forwarder
-// it is transient: it wraps core.ErrUnavailable.
+// when no replica owns it at the moment (a shard between owners); Identity is its
+// identity (the pod's name), when known. Without a Forwarder it is transient: it wraps
+// core.ErrUnavailable.
 type OwnedElsewhereError struct {
-	Cluster, Owner string
+	Cluster, Owner, Identity string
 }
 
 func (e *OwnedElsewhereError) Error() string {
 	if e.Owner == "" {
 		return fmt.Sprintf("cluster %q: no replica owns it at the moment; retry", e.Cluster)
 	}
-	return fmt.Sprintf("cluster %q is owned by the replica at %s", e.Cluster, e.Owner)
+	return fmt.Sprintf("cluster %q is owned by the replica %s", e.Cluster, e.owner())
+}
+
+// owner names the owning replica: "identity at address", or the address alone.
+func (e *OwnedElsewhereError) owner() string {
+	if e.Identity == "" {
+		return "at " + e.Owner
+	}
+	return e.Identity + " at " + e.Owner
 }
 
 // Unwrap makes the error transient (core.ErrUnavailable).
 func (e *OwnedElsewhereError) Unwrap() error { return core.ErrUnavailable }
 
-// Forwarder hands an event to the replica owning its cluster and returns that replica's
-// answer (an unreachable owner is a transient answer). The server's forwarding client
-// implements it.
+// Forwarder hands an event to the replica owning its cluster (owner: its forwarding
+// address) and returns that replica's answer, or an error when the owner could not
+// answer (not reached, timed out, out of protocol): the dispatcher then answers the
+// event retry-later. The server's forwarding client implements it.
 type Forwarder interface {
-	Forward(ctx context.Context, owner string, req Request) Answer
+	Forward(ctx context.Context, owner string, req Request) (Answer, error)
 }
 
 // forwardedMetric counts events handed to another replica, by path and the owner's
@@ -56,19 +66,44 @@ func forwardedMetric(reg prometheus.Registerer) *prometheus.CounterVec {
 }
 
 // forward answers req from the replica owning its cluster: at most one hop (an event
-// that came forwarded and is not owned here either is answered retry-later).
-func (d *Dispatcher) forward(ctx context.Context, req Request, oe *OwnedElsewhereError) (Answer, bool) {
+// that came forwarded and is not owned here either is answered retry-later). An owner
+// that could not answer makes the event retry-later, never lost, and one warning here,
+// where the event came in (the owner never saw it).
+func (d *Dispatcher) forward(ctx context.Context, req Request, resp Response, oe *OwnedElsewhereError) (Answer, bool) {
 	if d.forwarder == nil || req.Forwarded || oe.Owner == "" {
 		return Answer{}, false
 	}
 	start := time.Now()
 	ctx, cancel := d.workContext(ctx)
 	defer cancel()
-	a := d.forwarder.Forward(ctx, oe.Owner, req)
+	a, err := d.forwarder.Forward(ctx, oe.Owner, req)
+	if err != nil {
+		a = d.ownerDidNotAnswer(ctx, req, resp, oe, err)
+	}
 	d.forwarded.WithLabelValues(string(req.Path), string(a.Class)).Inc()
-	d.log.Debug("event forwarded", "path", req.Path, "cluster", oe.Cluster, "owner", oe.Owner, "result", a.Class,
+	d.log.Debug("event forwarded", "path", req.Path, "cluster", oe.Cluster, "owner", oe.Identity, "ownerAddress", oe.Owner, "result", a.Class,
 		"duration", time.Since(start).Round(time.Microsecond))
 	return a, true
+}
+
+// ownerDidNotAnswer is the answer to an event its owner could not answer: unavailable,
+// or the class of the end of ctx. It logs one warning naming the cluster, the owner and
+// the cause (the cause is the forwarding client's: no token, no Secret data in it).
+func (d *Dispatcher) ownerDidNotAnswer(ctx context.Context, req Request, resp Response, oe *OwnedElsewhereError, err error) Answer {
+	class := ClassUnavailable
+	if ctx.Err() != nil {
+		class = Classify(context.Cause(ctx))
+	}
+	attrs := []any{"path", req.Path, "cluster", oe.Cluster, "owner", oe.Identity, "ownerAddress", oe.Owner,
+		"namespace", resp.Namespace}
+	if resp.Revision != "" {
+		attrs = append(attrs, "revision", resp.Revision)
+	} else {
+		attrs = append(attrs, "replicaSet", resp.ReplicaSet)
+	}
+	d.log.Warn("the owner of the event's cluster could not answer; the event is answered retry-later",
+		append(attrs, "result", class, "err", err)...)
+	return AnswerOf(class, fmt.Sprintf("forwarding to the cluster's owner %s: %v; retry", oe.owner(), err), "", resp)
 }
 
 // ErrorOf rebuilds an error of class c with message msg (and the field of an invalid

@@ -2,6 +2,7 @@ package gc_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -114,6 +115,24 @@ func (e *env) exists(t *testing.T, name string) bool {
 		t.Fatal(err)
 	}
 	return true
+}
+
+// requireSweepsUnavailable sweeps e.ns with sw twice: a sweep that cannot read what it
+// must fails, unavailable, and returns before the sweeper's context ends (it is not held
+// for the life of the cluster).
+func (e *env) requireSweepsUnavailable(t *testing.T, sw *gc.Sweeper) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a sweeper's context: it outlives the sweeps
+	defer cancel()
+	for _, sweep := range []string{"first", "second"} {
+		_, err := sw.SweepNamespace(ctx, e.ns)
+		if !errors.Is(err, core.ErrUnavailable) {
+			t.Fatalf("%s sweep: want an unavailable error, got %v", sweep, err)
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%s sweep: returned only when the sweeper's context ended", sweep)
+		}
+	}
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -2,9 +2,7 @@ package gc_test
 
 import (
 	"context"
-	"errors"
 	"testing"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -28,28 +26,8 @@ func TestCachedSweepKeepsARevisionOnlyAWorkloadItCannotListNames(t *testing.T) {
 		forbid  string // the resource left out of the Role
 		listing func(t *testing.T, e *env)
 	}{
-		{"Deployments forbidden", "deployments", func(t *testing.T, e *env) {
-			lbl := map[string]string{"app": "web"}
-			_, err := e.clients.Kube.AppsV1().Deployments(e.ns).Create(context.Background(), &appsv1.Deployment{
-				ObjectMeta: metav1.ObjectMeta{Name: "web", Annotations: map[string]string{core.AnnotationConfigMaps: "cfg-1a2b3c"}},
-				Spec: appsv1.DeploymentSpec{Paused: true, Replicas: ptr(int32(0)), Selector: &metav1.LabelSelector{MatchLabels: lbl},
-					Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: lbl},
-						Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.invalid/app:1"}}}}}}, metav1.CreateOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-		}},
-		{"Rollouts forbidden", "rollouts", func(t *testing.T, e *env) {
-			ro := &unstructured.Unstructured{Object: map[string]any{
-				"apiVersion": core.RolloutGroup + "/" + core.RolloutVersion, "kind": core.RolloutKind,
-				"metadata": map[string]any{"name": "web", "annotations": map[string]any{core.AnnotationConfigMaps: "cfg-1a2b3c"}},
-				"spec": map[string]any{"replicas": int64(0), "selector": map[string]any{"matchLabels": map[string]any{"app": "web"}},
-					"template": map[string]any{"metadata": map[string]any{"labels": map[string]any{"app": "web"}},
-						"spec": map[string]any{"containers": []any{map[string]any{"name": "app", "image": "example.invalid/app:1"}}}}}}}
-			if _, err := e.clients.Dynamic.Resource(core.RolloutGVR).Namespace(e.ns).Create(context.Background(), ro, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-		}},
+		{"Deployments forbidden", "deployments", deploymentListing},
+		{"Rollouts forbidden", "rollouts", rolloutListing},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := setup(t)
@@ -70,22 +48,38 @@ func TestCachedSweepKeepsARevisionOnlyAWorkloadItCannotListNames(t *testing.T) {
 				{APIGroups: []string{"argoproj.io"}, Resources: rollouts, Verbs: read},
 			})
 			c := e.startCacheSyncedWithoutUsers(t, clients)
-			sw := e.cachedSweeper(t, clients, c)
-
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a sweeper's context: it outlives the sweeps
-			defer cancel()
-			for _, sweep := range []string{"first", "second"} {
-				_, err := sw.SweepNamespace(ctx, e.ns)
-				if !errors.Is(err, core.ErrUnavailable) {
-					t.Fatalf("%s sweep: want an unavailable error, got %v", sweep, err)
-				}
-				if ctx.Err() != nil {
-					t.Fatalf("%s sweep: returned only when the sweeper's context ended", sweep)
-				}
-			}
+			e.requireSweepsUnavailable(t, e.cachedSweeper(t, clients, c))
 			if !e.exists(t, "cfg-1a2b3c") {
 				t.Fatalf("the revision a %s lists was deleted by a sweep that could not read it", tc.forbid)
 			}
 		})
+	}
+}
+
+// deploymentListing creates a Deployment whose annotation alone lists cfg-1a2b3c.
+func deploymentListing(t *testing.T, e *env) {
+	t.Helper()
+	lbl := map[string]string{"app": "web"}
+	_, err := e.clients.Kube.AppsV1().Deployments(e.ns).Create(context.Background(), &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Annotations: map[string]string{core.AnnotationConfigMaps: "cfg-1a2b3c"}},
+		Spec: appsv1.DeploymentSpec{Paused: true, Replicas: ptr(int32(0)), Selector: &metav1.LabelSelector{MatchLabels: lbl},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: lbl},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.invalid/app:1"}}}}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rolloutListing creates a Rollout whose annotation alone lists cfg-1a2b3c.
+func rolloutListing(t *testing.T, e *env) {
+	t.Helper()
+	ro := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": core.RolloutGroup + "/" + core.RolloutVersion, "kind": core.RolloutKind,
+		"metadata": map[string]any{"name": "web", "annotations": map[string]any{core.AnnotationConfigMaps: "cfg-1a2b3c"}},
+		"spec": map[string]any{"replicas": int64(0), "selector": map[string]any{"matchLabels": map[string]any{"app": "web"}},
+			"template": map[string]any{"metadata": map[string]any{"labels": map[string]any{"app": "web"}},
+				"spec": map[string]any{"containers": []any{map[string]any{"name": "app", "image": "example.invalid/app:1"}}}}}}}
+	if _, err := e.clients.Dynamic.Resource(core.RolloutGVR).Namespace(e.ns).Create(context.Background(), ro, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -2,16 +2,13 @@ package gc_test
 
 import (
 	"context"
-	"errors"
 	"testing"
-	"time"
 
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/configmap-attacher/configmap-attacher/internal/core"
 	"github.com/configmap-attacher/configmap-attacher/internal/kube"
 )
 
@@ -59,19 +56,7 @@ func TestCachedSweepIsNotHeldByAUserKindItCannotList(t *testing.T) {
 		{APIGroups: []string{"argoproj.io"}, Resources: []string{"rollouts"}, Verbs: read},
 	})
 	c := e.startCacheSyncedWithoutUsers(t, clients)
-	sw := e.cachedSweeper(t, clients, c)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a sweeper's context: it outlives the sweeps
-	defer cancel()
-	for _, sweep := range []string{"first", "second"} {
-		_, err := sw.SweepNamespace(ctx, e.ns)
-		if !errors.Is(err, core.ErrUnavailable) {
-			t.Fatalf("%s sweep: want an unavailable error, got %v", sweep, err)
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("%s sweep: returned only when the sweeper's context ended", sweep)
-		}
-	}
+	e.requireSweepsUnavailable(t, e.cachedSweeper(t, clients, c))
 	if !e.exists(t, "cfg-1a2b3c") {
 		t.Fatal("the revision was deleted by a sweep that could not read every user")
 	}

@@ -252,22 +252,17 @@ func ownOrSigned(own *tls.Config, pool *x509.CertPool, usage x509.ExtKeyUsage) f
 	}
 }
 
-// Forward implements dispatch.Forwarder: an owner that cannot be reached, or answers
-// out of protocol, is a transient answer (the event is retried, never lost).
-func (c *forwardClient) Forward(ctx context.Context, owner string, req dispatch.Request) dispatch.Answer {
-	resp := dispatch.Response{Result: core.Result{Namespace: req.Event.Namespace, ReplicaSet: req.Event.Name, Objects: []core.ObjectResult{}}}
+// Forward implements dispatch.Forwarder: the owner's answer, or why it gave none (not
+// reached, an HTTP status other than 200, an answer out of protocol).
+func (c *forwardClient) Forward(ctx context.Context, owner string, req dispatch.Request) (dispatch.Answer, error) {
 	wa, err := c.post(ctx, owner, toWire(req))
 	if err != nil {
-		class := dispatch.ClassUnavailable
-		if ctx.Err() != nil {
-			class = dispatch.Classify(context.Cause(ctx))
-		}
-		return dispatch.AnswerOf(class, fmt.Sprintf("forwarding to the cluster's owner at %s: %v; retry", owner, err), "", resp)
+		return dispatch.Answer{}, err
 	}
 	if wa.Forbidden && wa.Class == dispatch.ClassPermanent {
-		return dispatch.ForbiddenAnswerOf(wa.Error, wa.Response)
+		return dispatch.ForbiddenAnswerOf(wa.Error, wa.Response), nil
 	}
-	return dispatch.AnswerOf(wa.Class, wa.Error, wa.Field, wa.Response)
+	return dispatch.AnswerOf(wa.Class, wa.Error, wa.Field, wa.Response), nil
 }
 
 func (c *forwardClient) post(ctx context.Context, owner string, wr wireRequest) (wireAnswer, error) {

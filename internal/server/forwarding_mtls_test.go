@@ -60,7 +60,8 @@ func TestFleetForwardingPassesTheServicesMutualTLS(t *testing.T) {
 			defer func() { cancel(); <-done }()
 			req := dispatch.Request{Path: dispatch.PathHTTP, Options: core.DefaultOptions(),
 				Event: core.Event{Cluster: "prod", Namespace: "shop", Name: "web-1"}}
-			a := newForwardClient(tlsCfg, nil).Forward(ctx, lis.Addr().String(), req)
+			a, err := newForwardClient(tlsCfg, nil).Forward(ctx, lis.Addr().String(), req)
+			require.NoError(t, err)
 			assert.Equal(t, dispatch.ClassInvalid, a.Class, "the owner's answer: %v", a.Err)
 
 			// Anyone else is refused at the handshake: no certificate, or one the client

@@ -82,25 +82,25 @@ func (m *Manager) Shards() int      { return m.o.Shards }
 // Secret's `shard` field, -1 for none).
 func (m *Manager) Owns(name string, pin int) bool { return m.held.has(Of(name, pin, m.o.Shards)) }
 
-// Owner returns the forwarding address of the replica holding the shard of cluster
-// name, "" when no replica holds it (fresh) at the moment.
-func (m *Manager) Owner(name string, pin int) string {
+// Owner returns the identity and the forwarding address of the replica holding the
+// shard of cluster name, "" when no replica holds it (fresh) at the moment.
+func (m *Manager) Owner(name string, pin int) (identity, address string) {
 	i := Of(name, pin, m.o.Shards)
 	if m.held.has(i) {
-		return m.o.Address
+		return m.o.Identity, m.o.Address
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := time.Now()
 	l, ok := m.leases[m.o.shardLease(i)]
 	if !ok || !l.fresh(now) {
-		return ""
+		return "", ""
 	}
 	mem, ok := m.leases[m.o.Fleet+"-member-"+l.holder]
 	if !ok || !mem.fresh(now) {
-		return ""
+		return "", ""
 	}
-	return mem.address
+	return l.holder, mem.address
 }
 
 // Run watches the fleet's Leases, heartbeats this replica's member Lease and holds its

@@ -142,8 +142,8 @@ func (e *env) startFleet(ctx context.Context, n int) ([]*service, error) {
 		go func() {
 			defer wg.Done()
 			reps[i], errs[i] = e.startReplica(ctx, i, "")
-			if errs[i] != nil && strings.Contains(errs[i].Error(), "address already in use") {
-				// Free ports picked at once by replicas starting at once can collide.
+			if errors.Is(errs[i], errAddrInUse) {
+				// Its fleet port was taken (startService picks the others again itself).
 				reps[i], errs[i] = e.startReplica(ctx, i, "-again")
 			}
 		}()

@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/freeport"
 )
 
 // service is `configmap-attacher serve` running as its own process.
@@ -29,18 +29,49 @@ type service struct {
 	readyAt time.Time
 }
 
+// startAttempts bounds the starts of one service: a port free when picked may be taken
+// by another process (a service starting beside it) before serve binds it.
+const startAttempts = 3
+
+// errAddrInUse is serve exiting because an address it was to listen on was taken.
+var errAddrInUse = errors.New("address already in use")
+
 // startService runs serve with the control plane's kubeconfig, free loopback ports and
-// extra flags, and returns once /readyz answers 200.
+// extra flags, and returns once /readyz answers 200. When serve finds its gRPC or HTTP
+// port taken it starts again on new ones, up to startAttempts times; a port of extra's
+// taken is an error wrapping errAddrInUse (the caller picks it).
 func (e *env) startService(ctx context.Context, name string, extra ...string) (*service, error) {
-	gp, err := controlplane.FreePort()
+	var err error
+	for try := 1; try <= startAttempts; try++ {
+		logName := name
+		if try > 1 {
+			logName = fmt.Sprintf("%s-try%d", name, try)
+		}
+		var s *service
+		if s, err = e.launch(ctx, logName, extra); err == nil {
+			return s, nil
+		}
+		if !errors.Is(err, errOwnPortTaken) {
+			return nil, err
+		}
+		if try < startAttempts {
+			e.cfg.Logf("   serve %s: its gRPC or HTTP port was taken (start %d of %d); picking others", name, try, startAttempts)
+		}
+	}
+	return nil, err
+}
+
+// errOwnPortTaken is serve exiting because the gRPC or HTTP port startService picked
+// was taken.
+var errOwnPortTaken = fmt.Errorf("the service's own port: %w", errAddrInUse)
+
+// launch starts serve once, on newly picked gRPC and HTTP ports, and waits until ready.
+func (e *env) launch(ctx context.Context, name string, extra []string) (*service, error) {
+	ports, err := freeport.NOn("127.0.0.1", 2)
 	if err != nil {
 		return nil, err
 	}
-	hp, err := controlplane.FreePort()
-	if err != nil {
-		return nil, err
-	}
-	s := &service{grpcAddr: fmt.Sprintf("127.0.0.1:%d", gp), httpAddr: fmt.Sprintf("127.0.0.1:%d", hp),
+	s := &service{grpcAddr: fmt.Sprintf("127.0.0.1:%d", ports[0]), httpAddr: fmt.Sprintf("127.0.0.1:%d", ports[1]),
 		logFile: filepath.Join(e.logDir, "serve-"+name+".log"), done: make(chan struct{})}
 	args := append([]string{"serve", "--kubeconfig", e.cp.Kubeconfig(), "--cluster-name", "in-cluster",
 		"--grpc-addr", s.grpcAddr, "--http-addr", s.httpAddr, "--metrics-addr", "127.0.0.1:0", "--log-level", "warn",
@@ -65,6 +96,13 @@ func (e *env) startService(ctx context.Context, name string, extra ...string) (*
 		_ = log.Close()
 		close(s.done)
 	}()
+	return s, s.waitReady(ctx)
+}
+
+// waitReady waits until /readyz answers 200, up to 3 minutes; it stops serve when it
+// gives up. Serve exiting on a taken port is an error wrapping errAddrInUse, and
+// errOwnPortTaken when the port was its gRPC or HTTP one.
+func (s *service) waitReady(ctx context.Context) error {
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+s.httpAddr+"/readyz", nil)
@@ -73,22 +111,45 @@ func (e *env) startService(ctx context.Context, name string, extra ...string) (*
 			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				s.readyAt = time.Now()
-				return s, nil
+				return nil
 			}
 		}
 		select {
 		case <-s.done:
-			return nil, fmt.Errorf("serve exited before ready: %v\n%s", s.err, tail(s.logFile, 20))
+			return s.exited()
 		case <-ctx.Done():
 			s.stop()
-			return nil, ctx.Err()
+			return ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
 			s.stop()
-			return nil, fmt.Errorf("serve not ready after 3m\n%s", tail(s.logFile, 20))
+			return fmt.Errorf("serve not ready after 3m\n%s", tail(s.logFile, 20))
 		}
 	}
+}
+
+// exited is the error of serve exiting before it was ready.
+func (s *service) exited() error {
+	b, _ := os.ReadFile(s.logFile)
+	err := fmt.Errorf("serve exited before ready: %v\n%s", s.err, tail(s.logFile, 20))
+	switch {
+	case portTaken(string(b), s.grpcAddr, s.httpAddr):
+		return fmt.Errorf("%w: %w", errOwnPortTaken, err)
+	case strings.Contains(string(b), errAddrInUse.Error()):
+		return fmt.Errorf("%w: %w", errAddrInUse, err)
+	}
+	return err
+}
+
+// portTaken reports whether log says one of addrs could not be bound as taken.
+func portTaken(log string, addrs ...string) bool {
+	for _, a := range addrs {
+		if strings.Contains(log, a+": bind: "+errAddrInUse.Error()) {
+			return true
+		}
+	}
+	return false
 }
 
 // startupDone is the line serve logs (at info) once its caches are in sync and every

@@ -1,8 +1,11 @@
 package bench
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -11,6 +14,7 @@ import (
 	"github.com/argoproj/argo-events/pkg/apis/events/v1alpha1"
 
 	"github.com/configmap-attacher/configmap-attacher/internal/testenv/argoevents"
+	"github.com/configmap-attacher/configmap-attacher/internal/testenv/controlplane"
 )
 
 func TestPercentiles(t *testing.T) {
@@ -144,6 +148,52 @@ func TestHTTPSendersReadsASenderCountOnlyForHTTP(t *testing.T) {
 			kind, senders, err := httpSenders(tc.path, 64)
 			if (err != nil) != tc.fails || kind != tc.kind || senders != tc.senders {
 				t.Fatalf("httpSenders(%q) = %q, %d, %v", tc.path, kind, senders, err)
+			}
+		})
+	}
+}
+
+// A service whose own gRPC or HTTP port was taken between its pick and serve's bind is
+// started again on other ports, at most startAttempts times; a port of the caller's
+// taken (the fleet's) or any other failure ends the start at once.
+func TestAServiceWhosePortWasTakenStartsAgainOnOtherPortsAtMostThreeTimes(t *testing.T) {
+	for _, tt := range []struct {
+		name, fails string // the address the fake serve finds taken ("" for another failure)
+		extra       []string
+		starts      int
+		inUse       bool
+	}{
+		{"its gRPC port", `$grpc`, nil, startAttempts, true},
+		{"its HTTP port", `$http`, nil, startAttempts, true},
+		{"the caller's fleet port", `$fleet`, []string{"--fleet-addr", "127.0.0.1:1"}, 1, true},
+		{"another failure", "", nil, 1, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			starts := filepath.Join(dir, "starts")
+			msg := `echo "error: no kubeconfig" >&2`
+			if tt.fails != "" {
+				msg = `echo "error: listen tcp ` + tt.fails + `: bind: address already in use" >&2`
+			}
+			fake := filepath.Join(dir, "serve")
+			script := "#!/bin/sh\necho \"$*\" >> " + starts + "\n" +
+				`while [ $# -gt 0 ]; do case "$1" in --grpc-addr) grpc=$2;; --http-addr) http=$2;; --fleet-addr) fleet=$2;; esac; shift; done` +
+				"\n" + msg + "\nexit 1\n"
+			if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			e := &env{cfg: Config{Binary: fake, Logf: t.Logf}, cp: &controlplane.ControlPlane{}, logDir: dir}
+			_, err := e.startService(context.Background(), "svc", tt.extra...)
+			if err == nil || errors.Is(err, errAddrInUse) != tt.inUse {
+				t.Fatalf("err = %v, want one wrapping errAddrInUse: %v", err, tt.inUse)
+			}
+			b, _ := os.ReadFile(starts)
+			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+			if len(lines) != tt.starts {
+				t.Fatalf("serve started %d times, want %d:\n%s", len(lines), tt.starts, b)
+			}
+			if len(lines) > 1 && lines[0] == lines[1] {
+				t.Fatalf("started again on the same ports: %s", lines[0])
 			}
 		})
 	}
