@@ -186,16 +186,7 @@ func killLeases(client *fake.Clientset, id string, killed *atomic.Bool) {
 		if !killed.Load() {
 			return false, nil, nil
 		}
-		var obj runtime.Object
-		switch a := a.(type) {
-		case k8stesting.CreateAction:
-			obj = a.GetObject()
-		case k8stesting.UpdateAction:
-			obj = a.GetObject()
-		default:
-			return false, nil, nil
-		}
-		l, ok := obj.(*coordinationv1.Lease)
+		l, ok := written(a)
 		if !ok {
 			return false, nil, nil
 		}
