@@ -190,7 +190,8 @@ func TestMonitoringOffByDefault(t *testing.T) {
 }
 
 // TestOwnershipAlertsOnlyWithAFleet: without a fleet every replica runs every cluster, so
-// the alerts on how many replicas run a cluster are rendered only with one.
+// the alerts on how many replicas run a cluster, and on a replica holding no shard, are
+// rendered only with one.
 func TestOwnershipAlertsOnlyWithAFleet(t *testing.T) {
 	for _, tc := range []struct {
 		name, values string
@@ -212,7 +213,8 @@ func TestOwnershipAlertsOnlyWithAFleet(t *testing.T) {
 					got[name] = true
 				}
 			}
-			for _, a := range []string{"ConfigmapAttacherClusterUnowned", "ConfigmapAttacherClusterMultiplyOwned"} {
+			for _, a := range []string{"ConfigmapAttacherClusterUnowned", "ConfigmapAttacherClusterMultiplyOwned",
+				"ConfigmapAttacherFleetIdentityWaiting", "ConfigmapAttacherFleetShardCountMismatch"} {
 				if got[a] != tc.want {
 					t.Errorf("alert %s rendered: %v, want %v", a, got[a], tc.want)
 				}

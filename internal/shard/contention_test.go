@@ -186,16 +186,7 @@ func killLeases(client *fake.Clientset, id string, killed *atomic.Bool) {
 		if !killed.Load() {
 			return false, nil, nil
 		}
-		var obj runtime.Object
-		switch a := a.(type) {
-		case k8stesting.CreateAction:
-			obj = a.GetObject()
-		case k8stesting.UpdateAction:
-			obj = a.GetObject()
-		default:
-			return false, nil, nil
-		}
-		l, ok := obj.(*coordinationv1.Lease)
+		l, ok := written(a)
 		if !ok {
 			return false, nil, nil
 		}
@@ -264,20 +255,29 @@ func TestAKilledReplicasShardsGoToTheirStandbys(t *testing.T) {
 		return heldByPreferred(client, shards, ids[1:])
 	})
 	t.Logf("the killed replica's shards were taken %s after it stopped writing (lease duration %s)", time.Since(start), 2*time.Second)
-	mu.Lock()
-	after := slices.Clone(taken[before:])
-	mu.Unlock()
+	takers := func(i int) []string {
+		mu.Lock()
+		defer mu.Unlock()
+		var out []string
+		for _, e := range taken[before:] {
+			if e[1] == fmt.Sprint(i) {
+				out = append(out, e[0])
+			}
+		}
+		return out
+	}
 	for i := range shards {
 		if a.Preferred[i] != ids[0] {
 			continue
 		}
-		var takers []string
-		for _, e := range after {
-			if e[1] == fmt.Sprint(i) {
-				takers = append(takers, e[0])
+		// the taker logs on a goroutine of its own (OnStartedLeading), after the Lease is written
+		waitFor(t, fmt.Sprintf("shard %d's taking logged", i), func() error {
+			if len(takers(i)) == 0 {
+				return errors.New("not yet")
 			}
-		}
-		require.Equal(t, []string{a.Standby[i]}, takers, "shard %d taken once, by its standby", i)
+			return nil
+		})
+		require.Equal(t, []string{a.Standby[i]}, takers(i), "shard %d taken once, by its standby", i)
 	}
 	cancel()
 	for _, ch := range done {

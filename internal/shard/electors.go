@@ -15,9 +15,9 @@ import (
 // OnChange stops its clusters before the elector returns.
 func (m *Manager) contend(i int) {
 	name := m.o.shardLease(i)
-	lock := &resourcelock.LeaseLock{LeaseMeta: metav1.ObjectMeta{Namespace: m.o.Namespace, Name: name},
+	lock := instanceLock{Interface: &resourcelock.LeaseLock{LeaseMeta: metav1.ObjectMeta{Namespace: m.o.Namespace, Name: name},
 		Client: m.o.Client.CoordinationV1(), LockConfig: resourcelock.ResourceLockConfig{Identity: m.o.Identity},
-		Labels: map[string]string{LabelFleet: m.o.Fleet, LabelRole: roleShard}}
+		Labels: map[string]string{LabelFleet: m.o.Fleet, LabelRole: roleShard}}, m: m}
 	log := m.o.Logger.With("shard", i, "lease", name)
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{Lock: lock, Name: name,
 		LeaseDuration: m.o.LeaseDuration, RenewDeadline: m.o.RenewDeadline, RetryPeriod: m.o.RetryPeriod, ReleaseOnCancel: true,
@@ -105,15 +105,5 @@ func (m *Manager) stopAll() {
 	m.mu.Unlock()
 	for _, i := range ids {
 		m.stopElector(i)
-	}
-}
-
-// leave deletes this replica's member Lease, so that the others stop counting it at once.
-func (m *Manager) leave() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	err := m.o.Client.CoordinationV1().Leases(m.o.Namespace).Delete(ctx, m.o.memberLease(), metav1.DeleteOptions{})
-	if err != nil {
-		m.o.Logger.Warn("member Lease not deleted; it expires", "error", err)
 	}
 }

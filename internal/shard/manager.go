@@ -16,8 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	toolscache "k8s.io/client-go/tools/cache"
-	"k8s.io/component-helpers/apimachinery/lease"
-	"k8s.io/utils/clock"
 )
 
 // Manager holds this replica's share of the fleet's shards. Create it with New, run it
@@ -36,6 +34,20 @@ type Manager struct {
 	// watching: the fleet's Leases are listed (Run); Settled is false until then.
 	watching atomic.Bool
 
+	// instance tells this process from any other given the same identity, started its
+	// start time (docs/design.md, "Fleet": one identity, two processes).
+	instance string
+	started  time.Time
+	// beat renews the member Lease while this instance claims its identity; nil while it
+	// waits for another instance's Lease to go. Reconcile's alone (Run's once it ends).
+	beat *heartbeat
+	// waiting: another instance renews this identity's member Lease, so this one holds
+	// nothing; mismatch: this replica's shard count is not the fleet's, likewise.
+	waiting, mismatch atomic.Bool
+	// fleetShards is the fleet's shard count as last seen (its oldest member's), with which
+	// Owner maps a cluster to its shard.
+	fleetShards atomic.Int64
+
 	plan planned // the assignment of the last member set; reconcile's alone
 }
 
@@ -53,6 +65,11 @@ type observed struct {
 	renew                   time.Time
 	duration                time.Duration
 	changed, first          time.Time
+	// of a member Lease: the instance renewing it, its shard count and start time (0 and
+	// zero when it says none: a replica of a version before them)
+	instance string
+	count    int
+	started  time.Time
 }
 
 func (l observed) fresh(now time.Time) bool {
@@ -70,8 +87,11 @@ func New(o Options) (*Manager, error) {
 		return nil, err
 	}
 	o.Logger = o.Logger.With("component", "fleet", "identity", o.Identity)
-	return &Manager{o: o, held: held{by: map[int]bool{}}, leases: map[string]observed{}, electors: map[int]*elector{},
-		kick: make(chan struct{}, 1)}, nil
+	now := time.Now()
+	m := &Manager{o: o, held: held{by: map[int]bool{}}, leases: map[string]observed{}, electors: map[int]*elector{},
+		kick: make(chan struct{}, 1), instance: instanceToken(now), started: now}
+	m.fleetShards.Store(int64(o.Shards))
+	return m, nil
 }
 
 // Identity returns this replica's identity; Shards the number of shards.
@@ -83,10 +103,12 @@ func (m *Manager) Shards() int      { return m.o.Shards }
 func (m *Manager) Owns(name string, pin int) bool { return m.held.has(Of(name, pin, m.o.Shards)) }
 
 // Owner returns the identity and the forwarding address of the replica holding the
-// shard of cluster name, "" when no replica holds it (fresh) at the moment.
+// shard of cluster name, "" when no replica holds it (fresh) at the moment. The shard is
+// the cluster's under the fleet's shard count, which a replica of another count reads too.
 func (m *Manager) Owner(name string, pin int) (identity, address string) {
-	i := Of(name, pin, m.o.Shards)
-	if m.held.has(i) {
+	count := int(m.fleetShards.Load())
+	i := Of(name, pin, count)
+	if count == m.o.Shards && m.held.has(i) {
 		return m.o.Identity, m.o.Address
 	}
 	m.mu.Lock()
@@ -105,7 +127,9 @@ func (m *Manager) Owner(name string, pin int) (identity, address string) {
 
 // Run watches the fleet's Leases, heartbeats this replica's member Lease and holds its
 // share of the shards until ctx ends; then it stops its clusters, releases its shards
-// and deletes its member Lease, so that the others take over at once.
+// and deletes its member Lease, so that the others take over at once. While another
+// instance renews the member Lease of its identity, or its shard count is not the
+// fleet's, it holds nothing (docs/design.md, "Fleet").
 func (m *Manager) Run(ctx context.Context) error {
 	m.mu.Lock()
 	m.runCtx = ctx
@@ -127,17 +151,13 @@ func (m *Manager) Run(ctx context.Context) error {
 	m.start = time.Now() // the member set settles no sooner than two retry periods from here
 	m.mu.Unlock()
 	m.watching.Store(true)
-	hb := lease.NewController(clock.RealClock{}, m.o.Client, m.o.Identity, int32(m.o.LeaseDuration/time.Second), nil,
-		m.o.RetryPeriod, m.o.memberLease(), m.o.Namespace, m.annotate)
-	hbCtx, stopHB := context.WithCancel(context.WithoutCancel(ctx))
-	hbDone := make(chan struct{})
-	go func() { defer close(hbDone); hb.Run(hbCtx) }()
-	m.o.Logger.Info("fleet member", "shards", m.o.Shards, "address", m.o.Address, "namespace", m.o.Namespace)
+	m.o.Logger.Info("fleet member", "shards", m.o.Shards, "address", m.o.Address, "namespace", m.o.Namespace,
+		"instance", m.instance)
 	m.loop(ctx)
 	m.stopAll()
-	stopHB()
-	<-hbDone
-	m.leave()
+	if m.stopBeat() {
+		m.leave()
+	}
 	return nil
 }
 
@@ -157,7 +177,8 @@ func (m *Manager) loop(ctx context.Context) {
 }
 
 // annotate labels the member Lease and says where this replica is reached and which
-// shards it holds (read by the others' Owner and the fleet metrics).
+// shards it holds (read by the others' Owner and the fleet metrics), which instance
+// renews it, its shard count and when it started.
 func (m *Manager) annotate(l *coordinationv1.Lease) error {
 	if l.Labels == nil {
 		l.Labels = map[string]string{}
@@ -173,6 +194,9 @@ func (m *Manager) annotate(l *coordinationv1.Lease) error {
 		parts[k] = strconv.Itoa(i)
 	}
 	l.Annotations[AnnotationAddress], l.Annotations[AnnotationShards] = m.o.Address, strings.Join(parts, ",")
+	l.Annotations[AnnotationInstance] = m.instance
+	l.Annotations[AnnotationShardCount] = strconv.Itoa(m.o.Shards)
+	l.Annotations[AnnotationStarted] = m.started.UTC().Format(time.RFC3339Nano)
 	return nil
 }
 
@@ -182,7 +206,9 @@ func (m *Manager) observe(obj any) {
 		return
 	}
 	now := time.Now()
-	n := observed{address: l.Annotations[AnnotationAddress], shards: l.Annotations[AnnotationShards], changed: now, first: now}
+	n := observed{address: l.Annotations[AnnotationAddress], shards: l.Annotations[AnnotationShards], changed: now, first: now,
+		instance: l.Annotations[AnnotationInstance]}
+	n.count, n.started = memberOf(l.Annotations)
 	if l.Spec.HolderIdentity != nil {
 		n.holder = *l.Spec.HolderIdentity
 	}
@@ -227,24 +253,52 @@ func (m *Manager) forget(obj any) {
 	}
 }
 
-// members returns the identities of the live members (this replica always among them)
-// and when each was first seen.
-func (m *Manager) members(now time.Time) ([]string, map[string]time.Time) {
+// view is this replica's reading of the live members at one instant.
+type view struct {
+	// ids are the members taking part: those of the fleet's shard count, or saying none
+	// (a version before the count was said), sorted; first is when each was first seen.
+	ids   []string
+	first map[string]time.Time
+	// live counts every live member, whatever its shard count (this replica included).
+	live int
+	// count is the fleet's shard count: its oldest live member's (by start time, then
+	// identity), among those that say theirs; oldest is that member.
+	count  int
+	oldest string
+}
+
+// view returns the live members (this replica always among them, with its own shard
+// count and start time) and the fleet's shard count.
+func (m *Manager) view(now time.Time) view {
+	type member struct {
+		first, started time.Time
+		count          int
+	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
+	all := map[string]member{m.o.Identity: {first: m.start}}
 	prefix := m.o.Fleet + "-member-"
-	first := map[string]time.Time{m.o.Identity: m.start}
 	for name, l := range m.leases {
 		if id, ok := strings.CutPrefix(name, prefix); ok && l.fresh(now) && l.holder == id {
-			first[id] = l.first
+			all[id] = member{first: l.first, started: l.started, count: l.count}
 		}
 	}
-	ids := make([]string, 0, len(first))
-	for id := range first {
-		ids = append(ids, id)
+	m.mu.Unlock()
+	self := all[m.o.Identity]
+	self.started, self.count = m.started, m.o.Shards // its own, whoever renews its Lease
+	all[m.o.Identity] = self
+	v := view{first: map[string]time.Time{}, live: len(all), count: m.o.Shards, oldest: m.o.Identity}
+	for id, mem := range all {
+		if mem.count > 0 && !mem.started.IsZero() && older(mem.started, id, all[v.oldest].started, v.oldest) {
+			v.count, v.oldest = mem.count, id
+		}
 	}
-	slices.Sort(ids)
-	return ids, first
+	for id, mem := range all {
+		if mem.count == 0 || mem.count == v.count {
+			v.ids, v.first[id] = append(v.ids, id), mem.first
+		}
+	}
+	slices.Sort(v.ids)
+	return v
 }
 
 func (m *Manager) shardLease(i int) (observed, bool) {
@@ -262,11 +316,19 @@ func (m *Manager) shardLease(i int) (observed, bool) {
 // again at once, and a replica that has not yet seen the others (all started at once)
 // takes no shard that it is preferred for only in its own partial view. A Lease without a
 // fresh holder for the grace period is anyone's (docs/design.md, "Fleet").
+//
+// A replica holds nothing while another instance renews the member Lease of its identity
+// (claim) or while its shard count is not the fleet's (takesPart).
 func (m *Manager) reconcile() {
 	now := time.Now()
-	ids, first := m.members(now)
+	v := m.view(now)
+	m.fleetShards.Store(int64(v.count))
+	if !m.claim(now) || !m.takesPart(v) {
+		return
+	}
+	ids := v.ids
 	a := m.assignment(ids)
-	settled := now.Sub(newest(first)) >= 2*m.o.RetryPeriod
+	settled := now.Sub(newest(v.first)) >= 2*m.o.RetryPeriod
 	for i := 0; i < m.o.Shards; i++ {
 		top := a.Top(i)
 		l, seen := m.shardLease(i)
@@ -359,19 +421,25 @@ func isDone(ch chan struct{}) bool {
 // holder waits before releasing a shard to its preferred replica), and it holds exactly
 // the shards it is the preferred replica of. The registry's start-up readiness gate
 // waits for it (docs/design.md, "Readiness at start-up"); it may turn false again later
-// (a member joins or leaves), which the gate no longer asks.
+// (a member joins or leaves), which the gate no longer asks. While another instance
+// renews the member Lease of its identity it is not settled, so the gate holds its
+// readiness until the start-up deadline at most; a replica whose shard count is not the
+// fleet's is settled once it holds nothing (docs/design.md, "Fleet").
 func (m *Manager) Settled() bool {
-	if !m.watching.Load() {
+	if !m.watching.Load() || m.waiting.Load() {
 		return false
 	}
 	now := time.Now()
-	ids, first := m.members(now)
-	for _, id := range ids {
-		if now.Sub(first[id]) < 2*m.o.RetryPeriod {
+	v := m.view(now)
+	if v.count != m.o.Shards {
+		return len(m.held.list()) == 0
+	}
+	for _, id := range v.ids {
+		if now.Sub(v.first[id]) < 2*m.o.RetryPeriod {
 			return false
 		}
 	}
-	a := Assign(ids, m.o.Shards) // computed here: m.plan is reconcile's alone
+	a := Assign(v.ids, m.o.Shards) // computed here: m.plan is reconcile's alone
 	for i := 0; i < m.o.Shards; i++ {
 		if m.held.has(i) != (a.Preferred[i] == m.o.Identity) {
 			return false
@@ -391,10 +459,20 @@ func (m *Manager) Notify(fn func(ctx context.Context)) {
 // it before Run.
 func (m *Manager) SetClusters(fn func() map[string]int) { m.o.Clusters = fn }
 
-// Summary is one line for /readyz: this replica, the live members, the shards it holds.
+// Summary is one line for /readyz: this replica, the live members, the shards it holds,
+// and why it holds none while it waits for its identity or its shard count is not the
+// fleet's.
 func (m *Manager) Summary() string {
-	ids, _ := m.members(time.Now())
+	v := m.view(time.Now())
+	switch {
+	case m.waiting.Load():
+		return fmt.Sprintf("fleet %s: holds no shard: another instance renews member Lease %s (identity in use); "+
+			"this one takes over once that Lease expires or is deleted", m.o.Identity, m.o.memberLease())
+	case v.count != m.o.Shards:
+		return fmt.Sprintf("fleet %s: %d members, holds no shard: its shard count %d is not the fleet's %d (member %s's, the oldest); "+
+			"it takes part once the members of %d are gone", m.o.Identity, v.live, m.o.Shards, v.count, v.oldest, v.count)
+	}
 	held := m.held.list()
 	sort.Ints(held)
-	return fmt.Sprintf("fleet %s: %d members, holds shards %v of %d", m.o.Identity, len(ids), held, m.o.Shards)
+	return fmt.Sprintf("fleet %s: %d members, holds shards %v of %d", m.o.Identity, v.live, held, m.o.Shards)
 }

@@ -44,8 +44,16 @@ const (
 	LabelRole         = "configmap-attacher.io/fleet-role"
 	AnnotationAddress = "configmap-attacher.io/address"
 	AnnotationShards  = "configmap-attacher.io/shards"
-	roleShard         = "shard"
-	roleMember        = "member"
+	// AnnotationInstance is the token of the process renewing a member Lease: its start
+	// time and a random part, so that two processes given one identity tell each other
+	// apart, the older first in lexical order (docs/design.md, "Fleet").
+	AnnotationInstance = "configmap-attacher.io/instance"
+	// AnnotationShardCount and AnnotationStarted are a member's --fleet-shards and start
+	// time (RFC 3339): the fleet's shard count is its oldest live member's.
+	AnnotationShardCount = "configmap-attacher.io/shard-count"
+	AnnotationStarted    = "configmap-attacher.io/started"
+	roleShard            = "shard"
+	roleMember           = "member"
 )
 
 // Options configure a Manager.
