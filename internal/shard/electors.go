@@ -23,6 +23,9 @@ func (m *Manager) contend(i int) {
 		LeaseDuration: m.o.LeaseDuration, RenewDeadline: m.o.RenewDeadline, RetryPeriod: m.o.RetryPeriod, ReleaseOnCancel: true,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(context.Context) {
+				m.mu.Lock()
+				m.taken[i] = time.Now()
+				m.mu.Unlock()
 				m.held.set(i, true)
 				log.Info("shard held: its clusters start here")
 				m.o.OnChange(m.ctx())

@@ -29,6 +29,7 @@ type Manager struct {
 	mu       sync.Mutex
 	leases   map[string]observed // Lease name -> what this replica saw of it
 	electors map[int]*elector
+	taken    map[int]time.Time // shard -> when this replica last took it
 	runCtx   context.Context
 	kick     chan struct{}
 	// watching: the fleet's Leases are listed (Run); Settled is false until then.
@@ -88,7 +89,7 @@ func New(o Options) (*Manager, error) {
 	}
 	o.Logger = o.Logger.With("component", "fleet", "identity", o.Identity)
 	now := time.Now()
-	m := &Manager{o: o, held: held{by: map[int]bool{}}, leases: map[string]observed{}, electors: map[int]*elector{},
+	m := &Manager{o: o, held: held{by: map[int]bool{}}, leases: map[string]observed{}, electors: map[int]*elector{}, taken: map[int]time.Time{},
 		kick: make(chan struct{}, 1), instance: instanceToken(now), started: now}
 	m.fleetShards.Store(int64(o.Shards))
 	return m, nil
@@ -336,7 +337,7 @@ func (m *Manager) reconcile() {
 		live := seen && slices.Contains(ids, l.holder)
 		e := m.elector(i)
 		switch {
-		case m.held.has(i) && top[0] != m.o.Identity && settled:
+		case m.held.has(i) && top[0] != m.o.Identity && settled && m.renewedSinceTaken(top[0], i):
 			m.release(i, top[0])
 		case e == nil && (expired || settled && m.wants(i, top, l, live, false, now)):
 			m.contend(i)
@@ -344,6 +345,18 @@ func (m *Manager) reconcile() {
 			m.stopElector(i)
 		}
 	}
+}
+
+// renewedSinceTaken reports whether member id's Lease was seen renewed after this replica
+// took shard i: a holder releases a shard to its preferred replica only then. A standby
+// takes the shard of a preferred replica that died when its shard Lease expires, which
+// may be a moment before its member Lease does: until then the dead replica still counts
+// as a member, and releasing to it would move the shard twice (docs/design.md, "Fleet").
+func (m *Manager) renewedSinceTaken(id string, i int) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	mem, ok := m.leases[m.o.Fleet+"-member-"+id]
+	return ok && mem.changed.After(m.taken[i])
 }
 
 // wants reports whether this replica, once the member set has settled, contends for shard
