@@ -29,7 +29,7 @@ func TestConcurrentLazyStartsAndAStopLeaveNoGoroutine(t *testing.T) {
 				c, kc := newFakeCache(t, Options{RolloutPoll: 10 * time.Millisecond})
 				kc.Resources = []*metav1.APIResourceList{{GroupVersion: core.RolloutGroup + "/" + core.RolloutVersion,
 					APIResources: []metav1.APIResource{{Name: core.RolloutResource, Namespaced: true, Kind: core.RolloutKind}}}}
-				c.OnListersSynced(func() {})
+				c.OnListersSynced(func([]string) {})
 				ctx, cancel := context.WithCancel(context.Background())
 				done := make(chan error, 1)
 				go func() { done <- c.Run(ctx) }()

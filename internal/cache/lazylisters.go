@@ -36,7 +36,7 @@ type lazyListers struct {
 	wanted     atomic.Bool // a need was seen: start them (the Rollout one once served)
 	depStarted bool
 	served     atomic.Bool // the Argo Rollouts API was found
-	onSynced   []func()
+	onSynced   []func(listed []string)
 	// poll is the look for the Argo Rollouts API (runListers' timer); stopRollouts stops
 	// the Rollout informer (dropGoneRollouts).
 	poll         *time.Timer
@@ -44,8 +44,10 @@ type lazyListers struct {
 }
 
 // OnListersSynced adds f to the functions called (on a goroutine of their own) each time
-// the Deployment or the Rollout informer has synced after its start.
-func (c *Cache) OnListersSynced(f func()) {
+// the Deployment or the Rollout informer has synced after its start, with the
+// core.UsesKey of every config object the synced informer's workloads list by name
+// (ListedIndex).
+func (c *Cache) OnListersSynced(f func(listed []string)) {
 	c.listers.mu.Lock()
 	defer c.listers.mu.Unlock()
 	c.listers.onSynced = append(c.listers.onSynced, f)
@@ -180,8 +182,9 @@ func (c *Cache) runLister(ctx context.Context, inf toolscache.SharedIndexInforme
 		c.listers.mu.Lock()
 		fns := c.listers.onSynced
 		c.listers.mu.Unlock()
+		listed := inf.GetIndexer().ListIndexFuncValues(ListedIndex)
 		for _, f := range fns {
-			f()
+			f(listed)
 		}
 	})
 	c.log.Debug("caching " + what)

@@ -46,7 +46,8 @@ func TestDeploymentInformerStartsOnlyOnceTheClusterNeedsIt(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c, kc := runFakeCache(t, Options{}, listing)
 			synced := make(chan struct{})
-			c.OnListersSynced(func() { close(synced) })
+			var listed []string
+			c.OnListersSynced(func(l []string) { listed = l; close(synced) })
 			ctx := context.Background()
 			mk := func(rs *appsv1.ReplicaSet) {
 				create(t, kc, rs)
@@ -66,6 +67,7 @@ func TestDeploymentInformerStartsOnlyOnceTheClusterNeedsIt(t *testing.T) {
 				t.Fatal("the Deployment informer did not sync")
 			}
 			assert.True(t, c.Listed(core.KindConfigMap, "shop", "cfg"), "the Deployment's listing")
+			assert.Equal(t, []string{core.UsesKey(core.KindConfigMap, "shop", "cfg")}, listed, "what the synced informer's workloads list")
 		})
 	}
 }

@@ -322,8 +322,9 @@ func (rt *Runtime) watchers() ([]*watch.Watcher, error) {
 			return nil, fmt.Errorf("cluster %q: %w", rt.Spec.Name, err)
 		}
 		// Listed is complete once the Deployment and Rollout informers, started on
-		// demand, have synced: the revision side looks again then (cache.lazyListers).
-		ch.OnListersSynced(w.Replay)
+		// demand, have synced: the revision side looks again then at the config objects
+		// their workloads list (cache.lazyListers).
+		ch.OnListersSynced(w.LookAgain)
 		out = append(out, w)
 		if o.Watch.ReplicaSets {
 			if w, err = watch.NewReplicaSets(ch.ReplicaSetInformer(), o.Dispatcher, wo); err != nil {

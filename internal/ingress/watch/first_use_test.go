@@ -133,3 +133,34 @@ func rsUsing(name string, uses []string) *appsv1.ReplicaSet {
 	}
 	return rs
 }
+
+// Once a Deployment or Rollout informer started on demand has synced, the revision side
+// looks again at the config objects its workloads list (cache.Cache.OnListersSynced),
+// and only at those: a listed object is dispatched, an unlisted one (opted in or not),
+// one not there, a key of another kind or a malformed key is not.
+func TestLookAgainDispatchesOnlyTheListedConfigObjects(t *testing.T) {
+	kc := fake.NewClientset()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	for _, o := range []*corev1.ConfigMap{cm("listed", nil, nil), cm("opted-in", map[string]string{core.LabelRevision: "true"}, nil), cm("other", nil, nil)} {
+		_, err := kc.CoreV1().ConfigMaps("ns").Create(ctx, o, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	fac := informers.NewSharedInformerFactory(kc, 0)
+	listed := func(_ core.Kind, _, name string) bool { return name == "listed" }
+	log := &revisionLog{}
+	w, err := NewRevisions(RevisionSources{Informers: map[core.Kind]toolscache.SharedIndexInformer{
+		core.KindConfigMap: fac.Core().V1().ConfigMaps().Informer()}, Listed: listed}, log, Options{Workers: 1, Resync: -1})
+	require.NoError(t, err)
+	fac.Start(ctx.Done())
+	go func() { _ = w.Run(ctx) }()
+	<-w.Replayed()
+	log.take() // the start-up replay
+
+	w.LookAgain([]string{core.UsesKey(core.KindConfigMap, "ns", "listed"), core.UsesKey(core.KindConfigMap, "ns", "gone"),
+		core.UsesKey(core.KindSecret, "ns", "listed"), "malformed"})
+	var got []string
+	require.Eventually(t, func() bool { got = append(got, log.take()...); return len(got) >= 1 }, 5*time.Second, 10*time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // nothing else comes
+	assert.Equal(t, []string{"ConfigMap/listed"}, append(got, log.take()...))
+}

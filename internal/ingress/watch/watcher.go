@@ -321,6 +321,29 @@ func (w *Watcher) Replay() {
 	}
 }
 
+// LookAgain queues, in the urgent lane, the cached objects of keys (core.UsesKey) that
+// their feed admits. It is for what the feeds decide from that has just become complete:
+// the revision side's Listed once the cache's Deployment or Rollout informer, started on
+// demand, has synced, with the config objects that informer's workloads list
+// (cache.Cache.OnListersSynced). Unlike Replay it looks at those objects only. It does
+// nothing once the watcher has stopped.
+func (w *Watcher) LookAgain(keys []string) {
+	for _, key := range keys {
+		kind, namespace, name, ok := core.SplitUsesKey(key)
+		if !ok {
+			continue
+		}
+		f := w.feeds[string(kind)]
+		if f == nil {
+			continue
+		}
+		obj, exists, err := f.informer().GetStore().GetByKey(namespace + "/" + name)
+		if err == nil && exists && f.admit(obj) {
+			w.add(string(kind), obj, false)
+		}
+	}
+}
+
 // stopResyncs stops the periodic repair, once ctx (Run's) has ended: it waits for a pass
 // under way, which stops with ctx (lanes.waitRoom).
 func (w *Watcher) stopResyncs() {
