@@ -11,9 +11,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -99,8 +101,27 @@ func newForwardServer(lis net.Listener, d *dispatch.Dispatcher, tlsCfg *tls.Conf
 	mux.Handle("POST "+ForwardPath, requireToken(token, forwardHandler(d)))
 	// The HTTP receiver's limits (trigger.NewHTTPServer): a slow or idle client is bounded.
 	f.srv = &http.Server{Handler: mux, TLSConfig: forwardServerTLS(tlsCfg), ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+		ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10, ErrorLog: httpErrorLog(f.log)}
 	return f
+}
+
+// httpErrorLog is an http.Server's ErrorLog through the service's logger. net/http
+// writes there one line per connection that fails its TLS handshake or is cut: what any
+// caller on the network can cause at will, so Debug, not the standard library's logger
+// on stderr; a handler's panic stays an Error.
+func httpErrorLog(l *slog.Logger) *log.Logger {
+	return log.New(httpErrorWriter{l}, "", 0)
+}
+
+type httpErrorWriter struct{ l *slog.Logger }
+
+func (w httpErrorWriter) Write(p []byte) (int, error) {
+	msg, level := strings.TrimSpace(string(p)), slog.LevelDebug
+	if strings.HasPrefix(msg, "http: panic serving") {
+		level = slog.LevelError
+	}
+	w.l.Log(context.Background(), level, msg)
+	return len(p), nil
 }
 
 // forwardServerTLS is the forwarding endpoint's TLS: the service's, and with mutual TLS
