@@ -55,18 +55,28 @@ func TestTheFirstUseOfAnUnownedRevisionQueuesIt(t *testing.T) {
 	held := []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "old", UID: "old", Controller: &f}}
 	controlled := []metav1.OwnerReference{{APIVersion: "external-secrets.io/v1", Kind: "ExternalSecret", Name: "es", UID: "es", Controller: new(true)}}
 	optIn := map[string]string{core.LabelRevision: "true"}
+	old := rsUsing("old", nil)
+	old.UID = "old"
+	oldGoing := old.DeepCopy()
+	oldGoing.DeletionTimestamp, oldGoing.Finalizers = &metav1.Time{Time: time.Now()}, []string{"foregroundDeletion"}
 	cases := []struct {
 		name    string
-		objects []any // config objects there before the ReplicaSet
+		objects []any // config objects, and ReplicaSets, there before the ReplicaSet
 		uses    []string
 		want    []string
 	}{
 		{"an opted-in ConfigMap nobody owns", []any{cm("cfg", optIn, nil)}, []string{"cfg"}, []string{"ConfigMap/cfg"}},
 		{"an opted-in Secret its ExternalSecret controls", []any{secret("creds", optIn, controlled)}, []string{"secret:creds"}, []string{"Secret/creds"}},
-		{"an opted-in ConfigMap owned already", []any{cm("cfg", optIn, held)}, []string{"cfg"}, nil},
+		{"an opted-in ConfigMap owned already", []any{old, cm("cfg", optIn, held)}, []string{"cfg"}, nil},
 		{"a ConfigMap not opted in", []any{cm("cfg", nil, nil)}, []string{"cfg"}, nil},
 		{"a ConfigMap not there", nil, []string{"cfg"}, nil},
-		{"two revisions, one owned", []any{cm("a", optIn, nil), cm("b", optIn, held)}, []string{"a", "b"}, []string{"ConfigMap/a"}},
+		{"two revisions, one owned", []any{old, cm("a", optIn, nil), cm("b", optIn, held)}, []string{"a", "b"}, []string{"ConfigMap/a"}},
+		// The garbage collector deletes an object whose owners are all gone, whoever uses
+		// it: a revision whose only owner is a ReplicaSet deleted (the Deployment's history
+		// limit, at once for a rollout of 0 replicas) or being deleted is held by no one.
+		{"an opted-in ConfigMap whose only owner is gone", []any{cm("cfg", optIn, held)}, []string{"cfg"}, []string{"ConfigMap/cfg"}},
+		{"an opted-in ConfigMap whose only owner is being deleted", []any{oldGoing, cm("cfg", optIn, held)}, []string{"cfg"}, []string{"ConfigMap/cfg"}},
+		{"an unlabelled ConfigMap whose only owner is gone", []any{cm("cfg", nil, held)}, []string{"cfg"}, []string{"ConfigMap/cfg"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -80,6 +90,9 @@ func TestTheFirstUseOfAnUnownedRevisionQueuesIt(t *testing.T) {
 					require.NoError(t, err)
 				case *corev1.Secret:
 					_, err := kc.CoreV1().Secrets("ns").Create(ctx, o, metav1.CreateOptions{})
+					require.NoError(t, err)
+				case *appsv1.ReplicaSet:
+					_, err := kc.AppsV1().ReplicaSets("ns").Create(ctx, o, metav1.CreateOptions{})
 					require.NoError(t, err)
 				}
 			}

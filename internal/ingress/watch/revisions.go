@@ -86,8 +86,8 @@ func (f revisionFeed) nudgedBy() (toolscache.SharedIndexInformer, func(obj any) 
 }
 
 // firstUses returns the cached config objects of the feed's kind that the ReplicaSet rs
-// uses and that are candidates no owner holds yet (core.CollectorOwner): rs is their
-// first user. In a GitOps sync the revision is created before its ReplicaSet, and the
+// uses and that are candidates no live owner holds yet (heldAlive): rs is their first
+// user. In a GitOps sync the revision is created before its ReplicaSet, and the
 // next sync can prune it until it is owned (Argo CD prunes no object with owners): the
 // cache sees the ReplicaSet as soon as any way in could, so its first use is attached
 // from here without waiting for the event to travel (an EventSource, the EventBus, a
@@ -109,11 +109,34 @@ func (f revisionFeed) firstUses(rs any) []any {
 		if !ok || !f.isCandidate(obj) {
 			continue
 		}
-		if _, held := core.CollectorOwner(m.GetOwnerReferences()); !held {
+		if !f.heldAlive(m) {
 			out = append(out, obj)
 		}
 	}
 	return out
+}
+
+// heldAlive reports whether the config object m has an owner that keeps it from the
+// garbage collector: an owner of a kind the service adds (core.CollectorOwner) other
+// than a ReplicaSet, or a ReplicaSet cached alive (same UID, not being deleted). One whose
+// owners are all ReplicaSets gone or going (a Deployment's history limit deleting the
+// one before at once, for a rollout of 0 replicas) is deleted with them whoever uses it:
+// its first use is looked at too (docs/design.md, "The revision side").
+func (f revisionFeed) heldAlive(m metav1.Object) bool {
+	for _, r := range m.GetOwnerReferences() {
+		if _, ok := core.CollectorOwner([]metav1.OwnerReference{r}); !ok {
+			continue
+		}
+		if r.Kind != kindReplicaSet {
+			return true
+		}
+		obj, exists, err := f.users.GetStore().GetByKey(m.GetNamespace() + "/" + r.Name)
+		rs, ok := obj.(metav1.Object)
+		if err == nil && exists && ok && rs.GetUID() == r.UID && rs.GetDeletionTimestamp() == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // isCandidate reports whether the config object obj may be a revision the revision side
