@@ -12,6 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -145,6 +146,53 @@ func rsUsing(name string, uses []string) *appsv1.ReplicaSet {
 		rs.Spec.Template.Spec.Volumes = append(rs.Spec.Template.Spec.Volumes, v)
 	}
 	return rs
+}
+
+// A ReplicaSet deleted (a Deployment's history limit of 0 deletes the one before as soon
+// as a rollout of 0 replicas completes) leaves the revisions it alone owned to the
+// garbage collector, whoever else uses them: the revision side looks at each again at
+// once, so that its other live users are attached from the cache before the collector
+// deletes it, without waiting for the new ReplicaSet's event. A revision another live
+// ReplicaSet owns too is not looked at.
+func TestAReplicaSetDeletedQueuesTheRevisionsItAloneHeld(t *testing.T) {
+	f := false
+	ref := func(name string) metav1.OwnerReference {
+		return metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: name, UID: types.UID(name), Controller: &f}
+	}
+	optIn := map[string]string{core.LabelRevision: "true"}
+	kc := fake.NewClientset()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	for _, rs := range []string{"old", "keeper"} {
+		o := rsUsing(rs, []string{"alone", "shared"})
+		o.UID = types.UID(rs)
+		_, err := kc.AppsV1().ReplicaSets("ns").Create(ctx, o, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	for _, c := range []*corev1.ConfigMap{
+		cm("alone", optIn, []metav1.OwnerReference{ref("old")}),
+		cm("shared", optIn, []metav1.OwnerReference{ref("old"), ref("keeper")}),
+	} {
+		_, err := kc.CoreV1().ConfigMaps("ns").Create(ctx, c, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	fac := informers.NewSharedInformerFactory(kc, 0)
+	log := &revisionLog{}
+	w, err := NewRevisions(RevisionSources{
+		Informers:   map[core.Kind]toolscache.SharedIndexInformer{core.KindConfigMap: fac.Core().V1().ConfigMaps().Informer()},
+		ReplicaSets: fac.Apps().V1().ReplicaSets().Informer(), Uses: core.UsesKeys,
+	}, log, Options{Workers: 1})
+	require.NoError(t, err)
+	fac.Start(ctx.Done())
+	go func() { _ = w.Run(ctx) }()
+	<-w.Replayed()
+	log.take()
+
+	require.NoError(t, kc.AppsV1().ReplicaSets("ns").Delete(ctx, "old", metav1.DeleteOptions{}))
+	var got []string
+	require.Eventually(t, func() bool { got = append(got, log.take()...); return len(got) >= 1 }, 5*time.Second, 10*time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // nothing else comes
+	assert.ElementsMatch(t, []string{"ConfigMap/alone"}, append(got, log.take()...))
 }
 
 // Once a Deployment or Rollout informer started on demand has synced, the revision side

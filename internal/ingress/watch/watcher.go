@@ -404,7 +404,8 @@ func (w *Watcher) handler(kind string, f feed) toolscache.ResourceEventHandlerDe
 
 // addNudges registers the handler that queues f's objects on the changes of the
 // informer it is nudged by (nudged), if any: in the urgent lane, for every add after the
-// initial list and every update that can change what an object needs (relevantUpdate).
+// initial list, every update that can change what an object needs (relevantUpdate) and
+// every delete (the objects it alone held are the garbage collector's from then on).
 // The sync of that informer is not waited for: the feed's own replay covers what was
 // there at start. remove unregisters it.
 func (w *Watcher) addNudges(kind string, f feed) (remove func(), err error) {
@@ -431,6 +432,12 @@ func (w *Watcher) addNudges(kind string, f feed) (remove func(), err error) {
 			if relevantUpdate(old, obj) {
 				queue(obj)
 			}
+		},
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			queue(obj)
 		},
 	})
 	if err != nil {
