@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -473,11 +474,12 @@ func answer(resp Response, err error) Answer {
 func (d *Dispatcher) finish(ctx context.Context, path Path, start time.Time, a *Answer) {
 	d.metrics.observe(path, start, a)
 	r := &a.Response
-	attrs := []any{"path", path, "result", a.Class, "cluster", r.Cluster, "namespace", r.Namespace}
+	// The names are the sender's, unchecked until the Attacher validates them (clipName).
+	attrs := []any{"path", path, "result", a.Class, "cluster", clipName(r.Cluster), "namespace", clipName(r.Namespace)}
 	if r.Revision != "" {
-		attrs = append(attrs, "revision", r.Revision)
+		attrs = append(attrs, "revision", clipName(r.Revision))
 	} else {
-		attrs = append(attrs, "replicaSet", r.ReplicaSet)
+		attrs = append(attrs, "replicaSet", clipName(r.ReplicaSet))
 	}
 	attrs = append(attrs, "message", r.Message, "duration", time.Since(start).Round(time.Microsecond))
 	if a.Err != nil && a.Class != ClassIgnored {
@@ -487,6 +489,21 @@ func (d *Dispatcher) finish(ctx context.Context, path Path, start time.Time, a *
 	if d.observe != nil {
 		d.observe(*a)
 	}
+}
+
+// clipName shortens a name an event carries before it is logged: the sender's, unchecked
+// until the Attacher validates it, so a sender could make one event log megabytes. Any
+// valid name (253 bytes at most, with its kind) is kept whole.
+func clipName(s string) string {
+	const max = 320
+	if len(s) <= max {
+		return s
+	}
+	i := max
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "…"
 }
 
 func level(a *Answer) slog.Level {

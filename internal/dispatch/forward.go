@@ -25,9 +25,9 @@ type OwnedElsewhereError struct {
 
 func (e *OwnedElsewhereError) Error() string {
 	if e.Owner == "" {
-		return fmt.Sprintf("cluster %q: no replica owns it at the moment; retry", e.Cluster)
+		return fmt.Sprintf("cluster %q: no replica owns it at the moment; retry", clipName(e.Cluster))
 	}
-	return fmt.Sprintf("cluster %q is owned by the replica %s", e.Cluster, e.owner())
+	return fmt.Sprintf("cluster %q is owned by the replica %s", clipName(e.Cluster), e.owner())
 }
 
 // owner names the owning replica: "identity at address", or the address alone.
@@ -81,7 +81,7 @@ func (d *Dispatcher) forward(ctx context.Context, req Request, resp Response, oe
 		a = d.ownerDidNotAnswer(ctx, req, resp, oe, err)
 	}
 	d.forwarded.WithLabelValues(string(req.Path), string(a.Class)).Inc()
-	d.log.Debug("event forwarded", "path", req.Path, "cluster", oe.Cluster, "owner", oe.Identity, "ownerAddress", oe.Owner, "result", a.Class,
+	d.log.Debug("event forwarded", "path", req.Path, "cluster", clipName(oe.Cluster), "owner", oe.Identity, "ownerAddress", oe.Owner, "result", a.Class,
 		"duration", time.Since(start).Round(time.Microsecond))
 	return a, true
 }
@@ -94,12 +94,12 @@ func (d *Dispatcher) ownerDidNotAnswer(ctx context.Context, req Request, resp Re
 	if ctx.Err() != nil {
 		class = Classify(context.Cause(ctx))
 	}
-	attrs := []any{"path", req.Path, "cluster", oe.Cluster, "owner", oe.Identity, "ownerAddress", oe.Owner,
-		"namespace", resp.Namespace}
+	attrs := []any{"path", req.Path, "cluster", clipName(oe.Cluster), "owner", oe.Identity, "ownerAddress", oe.Owner,
+		"namespace", clipName(resp.Namespace)}
 	if resp.Revision != "" {
-		attrs = append(attrs, "revision", resp.Revision)
+		attrs = append(attrs, "revision", clipName(resp.Revision))
 	} else {
-		attrs = append(attrs, "replicaSet", resp.ReplicaSet)
+		attrs = append(attrs, "replicaSet", clipName(resp.ReplicaSet))
 	}
 	d.log.Warn("the owner of the event's cluster could not answer; the event is answered retry-later",
 		append(attrs, "result", class, "err", err)...)
