@@ -231,8 +231,10 @@ func parseBool(field, v string, def bool) (bool, error) {
 
 // Clip shortens untrusted text to at most 80 bytes (plus "…") before it is echoed in an
 // error or log, without cutting a UTF-8 sequence in half.
-func Clip(s string) string {
-	const max = 80
+func Clip(s string) string { return ClipTo(s, 80) }
+
+// ClipTo is Clip to at most max bytes (plus "…").
+func ClipTo(s string, max int) string {
 	if len(s) <= max {
 		return s
 	}

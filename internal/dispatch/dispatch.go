@@ -14,7 +14,6 @@ import (
 	"log/slog"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -494,17 +493,7 @@ func (d *Dispatcher) finish(ctx context.Context, path Path, start time.Time, a *
 // clipName shortens a name an event carries before it is logged: the sender's, unchecked
 // until the Attacher validates it, so a sender could make one event log megabytes. Any
 // valid name (253 bytes at most, with its kind) is kept whole.
-func clipName(s string) string {
-	const max = 320
-	if len(s) <= max {
-		return s
-	}
-	i := max
-	for i > 0 && !utf8.RuneStart(s[i]) {
-		i--
-	}
-	return s[:i] + "…"
-}
+func clipName(s string) string { return core.ClipTo(s, 320) }
 
 func level(a *Answer) slog.Level {
 	switch a.Class {

@@ -31,17 +31,7 @@ func TestTwoServeProcessesWithOneIdentityNeverOwnAClusterTogether(t *testing.T) 
 	}
 	h.start(t, "r-b", prefix)
 
-	var twice []string
-	deadline := time.Now().Add(25 * time.Second)
-	for time.Now().Before(deadline) {
-		for c, o := range h.owners(names) {
-			if len(o) > 1 {
-				twice = append(twice, fmt.Sprintf("%s by %v", c, o))
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	assert.Empty(t, twice, "clusters run by two replicas at once")
+	assert.Empty(t, runByTwo(h, names, 25*time.Second), "clusters run by two replicas at once")
 	controlplane.Eventually(t, 30*time.Second, "every cluster owned once", func() error { return h.exactlyOne(names) })
 
 	var waiting, renewing []string
@@ -83,17 +73,7 @@ func TestServeProcessesOfTwoShardCountsNeverOwnAClusterTogether(t *testing.T) {
 	old := h.start(t, "r-old", prefix)
 	controlplane.Eventually(t, 60*time.Second, "every cluster owned once", func() error { return h.exactlyOne(names) })
 	h.start(t, "r-new", prefix, "--fleet-shards", "16")
-	var twice []string
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
-		for c, o := range h.owners(names) {
-			if len(o) > 1 {
-				twice = append(twice, fmt.Sprintf("%s by %v", c, o))
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	assert.Empty(t, twice, "clusters run by two replicas at once")
+	assert.Empty(t, runByTwo(h, names, 15*time.Second), "clusters run by two replicas at once")
 	owners := h.owners(names)
 	for _, c := range names {
 		assert.Equal(t, []string{"r-old"}, owners[c], "cluster %s: the replica of the fleet's count runs it", c)
@@ -110,4 +90,18 @@ func TestServeProcessesOfTwoShardCountsNeverOwnAClusterTogether(t *testing.T) {
 		return nil
 	})
 	t.Logf("the old count's replica SIGKILLed: every cluster owned again after %s", time.Since(killed).Round(100*time.Millisecond))
+}
+
+// runByTwo samples the owners of names every 100 ms for d and returns every sighting of a
+// cluster run by more than one replica.
+func runByTwo(h *fleetHub, names []string, d time.Duration) []string {
+	var twice []string
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		for c, o := range h.owners(names) {
+			if len(o) > 1 {
+				twice = append(twice, fmt.Sprintf("%s by %v", c, o))
+			}
+		}
+	}
+	return twice
 }
